@@ -1,0 +1,92 @@
+//! Busy-wait helpers: `cpu_relax` and a time-bounded spin budget.
+//!
+//! Budgets are in time, not iterations: `PAUSE` latency differs ten-fold
+//! between CPUs. The clock is read every [`CLOCK_EVERY`] iterations only.
+
+use crate::sys::monotonic_ns;
+
+/// Read the clock once per this many spin iterations.
+pub const CLOCK_EVERY: u32 = 16;
+
+/// One busy-wait iteration (`PAUSE` on x86; a yield under loom).
+#[inline(always)]
+pub fn cpu_relax() {
+    crate::sync::spin_loop();
+}
+
+/// A spin that gives up after a time budget.
+///
+/// ```
+/// use klock::spin::SpinBudget;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// let flag = AtomicBool::new(false);
+/// let mut budget = SpinBudget::new(2_000); // 2 µs
+/// while !flag.load(Ordering::Acquire) {
+///     if !budget.relax() {
+///         break; // budget spent: go to sleep instead
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SpinBudget {
+    deadline: u64,
+    n: u32,
+}
+
+impl SpinBudget {
+    /// A budget of `ns` nanoseconds from now.
+    #[inline]
+    pub fn new(ns: u64) -> Self {
+        Self {
+            deadline: monotonic_ns().saturating_add(ns),
+            n: 0,
+        }
+    }
+
+    /// Relax once; returns `false` once the budget is spent.
+    #[inline]
+    pub fn relax(&mut self) -> bool {
+        cpu_relax();
+        self.n = self.n.wrapping_add(1);
+        self.n % CLOCK_EVERY != 0 || monotonic_ns() < self.deadline
+    }
+
+    /// Spin until `done()` holds (true) or the budget is spent (false).
+    #[inline]
+    pub fn spin_until(&mut self, mut done: impl FnMut() -> bool) -> bool {
+        loop {
+            if done() {
+                return true;
+            }
+            if !self.relax() {
+                return false;
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn budget_expires_near_its_time() {
+        let t0 = Instant::now();
+        let mut b = SpinBudget::new(2_000_000);
+        assert!(!b.spin_until(|| false));
+        let dt = t0.elapsed();
+        assert!(dt >= Duration::from_millis(2), "{dt:?}");
+        assert!(dt < Duration::from_secs(1), "{dt:?}");
+    }
+
+    #[test]
+    fn spin_until_returns_when_done() {
+        let mut n = 0;
+        let mut b = SpinBudget::new(10_000_000_000);
+        assert!(b.spin_until(|| {
+            n += 1;
+            n == 100
+        }));
+    }
+}

@@ -1,0 +1,311 @@
+//! Per-thread context: a small *thread index*, the cached tid, and the
+//! per-thread queue nodes (MCS for the qspinlock, one for the OSQ).
+//!
+//! Queue tails encode a thread index (1..=[`MAX_THREADS`]) instead of a
+//! pointer so they fit in a few bits of a lock word. The index is taken when
+//! a thread first touches a klock lock and given back when the thread exits,
+//! lowest-recently-freed first, so the highest index in use stays near the
+//! peak number of live threads.
+//!
+//! The slot behind an index is **never freed**: it is recycled with the
+//! index. So a tail read from a lock word always decodes to valid memory,
+//! even if the thread it named has since exited (the lock algorithms make
+//! sure such a stale node is never *written* through).
+//!
+//! Lookup index → slot is O(1): a fixed table of chunk pointers, each chunk
+//! of [`CHUNK`] slots allocated on first use and leaked.
+
+use crate::sync::{AtomicPtr, AtomicU32};
+use crossbeam_utils::CachePadded;
+
+/// Highest thread index (14 bits in a qspinlock tail, index + 1 ≤ 16383).
+pub const MAX_THREADS: u32 = 16383;
+/// MCS nodes per thread: task, plus three nesting levels (e.g. a signal
+/// handler taking a spinlock while its thread is queued on another).
+pub const MCS_NODES: usize = 4;
+/// Slots per lazily allocated chunk of the slot table.
+pub const CHUNK: usize = 64;
+
+/// A queue node: used as an MCS node by the qspinlock and as an OSQ node by
+/// the optimistic-spinning locks. Each lives on its own cache line.
+#[derive(Debug)]
+pub struct QNode {
+    /// Hand-off flag the owner of this node spins on.
+    pub locked: AtomicU32,
+    /// Successor in the queue, or null.
+    pub next: AtomicPtr<QNode>,
+    /// Predecessor (OSQ unqueue needs it), or null.
+    pub prev: AtomicPtr<QNode>,
+}
+
+impl QNode {
+    fn new() -> Self {
+        Self {
+            locked: AtomicU32::new(0),
+            next: AtomicPtr::new(core::ptr::null_mut()),
+            prev: AtomicPtr::new(core::ptr::null_mut()),
+        }
+    }
+}
+
+/// Everything klock keeps per thread index.
+#[derive(Debug)]
+pub struct ThreadSlot {
+    /// MCS nodes, one per nesting level.
+    pub mcs: [CachePadded<QNode>; MCS_NODES],
+    /// How many of `mcs` are in use. Only the owning thread (or a signal
+    /// handler on it, which restores it before returning) touches it.
+    pub mcs_depth: AtomicU32,
+    /// Node for the optimistic spin queue (a thread spins on one lock at a time).
+    pub osq: CachePadded<QNode>,
+    /// Kernel tid of the thread holding this index now (0 when free).
+    pub tid: AtomicU32,
+    /// This slot's index (1..=MAX_THREADS), fixed for the slot's life.
+    pub index: u32,
+}
+
+impl ThreadSlot {
+    fn new(index: u32) -> Self {
+        Self {
+            mcs: core::array::from_fn(|_| CachePadded::new(QNode::new())),
+            mcs_depth: AtomicU32::new(0),
+            osq: CachePadded::new(QNode::new()),
+            tid: AtomicU32::new(0),
+            index,
+        }
+    }
+
+    /// Which slot (thread index) and nesting level `node` belongs to, if it is
+    /// one of this slot's MCS nodes.
+    pub fn mcs_level(&self, node: *const QNode) -> Option<usize> {
+        self.mcs
+            .iter()
+            .position(|n| core::ptr::eq(&**n as *const QNode, node))
+    }
+}
+
+#[cfg(not(loom))]
+mod imp {
+    use super::*;
+    use crate::sync::Ordering;
+    use std::sync::Mutex;
+
+    const NCHUNKS: usize = (MAX_THREADS as usize).div_ceil(CHUNK);
+
+    type Chunk = [ThreadSlot; CHUNK];
+
+    static CHUNKS: [AtomicPtr<Chunk>; NCHUNKS] =
+        [const { AtomicPtr::new(core::ptr::null_mut()) }; NCHUNKS];
+    /// Highest index ever handed out.
+    static HIGH: AtomicU32 = AtomicU32::new(0);
+    /// Indexes given back by exited threads. Touched once per thread
+    /// lifetime, so a std mutex is fine here.
+    static FREE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+    /// The slot for `index` (1..=MAX_THREADS). Allocates its chunk on first use.
+    pub fn slot(index: u32) -> &'static ThreadSlot {
+        assert!(
+            (1..=MAX_THREADS).contains(&index),
+            "thread index {index} out of range"
+        );
+        let i = (index - 1) as usize;
+        let cell = &CHUNKS[i / CHUNK];
+        // Acquire pairs with the Release CAS that published the chunk.
+        let mut p = cell.load(Ordering::Acquire);
+        if p.is_null() {
+            let base = (i / CHUNK * CHUNK) as u32 + 1;
+            let fresh: Box<Chunk> =
+                Box::new(core::array::from_fn(|k| ThreadSlot::new(base + k as u32)));
+            let fresh = Box::into_raw(fresh);
+            match cell.compare_exchange(
+                core::ptr::null_mut(),
+                fresh,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => p = fresh,
+                Err(winner) => {
+                    // SAFETY: `fresh` was never published.
+                    drop(unsafe { Box::from_raw(fresh) });
+                    p = winner;
+                }
+            }
+        }
+        // SAFETY: chunks are never freed.
+        unsafe { &(*p)[i % CHUNK] }
+    }
+
+    fn take_index() -> Option<u32> {
+        if let Some(i) = FREE.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+            return Some(i);
+        }
+        let i = HIGH.fetch_add(1, Ordering::Relaxed) + 1;
+        if i > MAX_THREADS {
+            HIGH.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(i)
+    }
+
+    pub struct Ctx {
+        pub slot: Option<&'static ThreadSlot>,
+        pub tid: u32,
+    }
+
+    impl Drop for Ctx {
+        fn drop(&mut self) {
+            if let Some(s) = self.slot {
+                s.tid.store(0, Ordering::Relaxed);
+                s.mcs_depth.store(0, Ordering::Relaxed);
+                FREE.lock().unwrap_or_else(|e| e.into_inner()).push(s.index);
+            }
+        }
+    }
+
+    thread_local! {
+        pub static CTX: Ctx = {
+            let tid = crate::sys::gettid_uncached();
+            let slot = take_index().map(slot);
+            if let Some(s) = slot {
+                s.tid.store(tid, Ordering::Relaxed);
+            }
+            Ctx { slot, tid }
+        };
+    }
+
+    /// Highest thread index handed out so far.
+    pub fn high_water() -> u32 {
+        HIGH.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(loom)]
+mod imp {
+    //! Loom version: a small per-model table and a per-model index counter
+    //! (loom resets its statics between executions).
+    use super::*;
+    use crate::sync::Ordering;
+
+    const LOOM_THREADS: usize = 8;
+
+    loom::lazy_static! {
+        static ref SLOTS: Vec<ThreadSlot> =
+            (1..=LOOM_THREADS as u32).map(ThreadSlot::new).collect();
+        static ref NEXT: AtomicU32 = AtomicU32::new(0);
+    }
+
+    pub fn slot(index: u32) -> &'static ThreadSlot {
+        &SLOTS[(index - 1) as usize]
+    }
+
+    pub struct Ctx {
+        pub slot: Option<&'static ThreadSlot>,
+        pub tid: u32,
+    }
+
+    loom::thread_local! {
+        pub static CTX: Ctx = {
+            let i = NEXT.fetch_add(1, Ordering::Relaxed) + 1;
+            assert!(i as usize <= LOOM_THREADS, "loom model uses too many threads");
+            Ctx { slot: Some(slot(i)), tid: 1000 + i }
+        };
+    }
+
+    pub fn high_water() -> u32 {
+        NEXT.load(Ordering::Relaxed)
+    }
+}
+
+pub use imp::high_water;
+
+/// The slot for thread index `index` (1..=[`MAX_THREADS`]).
+#[inline]
+pub fn slot(index: u32) -> &'static ThreadSlot {
+    imp::slot(index)
+}
+
+/// The calling thread's slot, or `None` if it has none: more than
+/// [`MAX_THREADS`] threads are alive, or the thread is being torn down
+/// (its thread-locals are already destroyed). Locks must then fall back to
+/// a path that needs no node.
+#[inline]
+pub fn current() -> Option<&'static ThreadSlot> {
+    imp::CTX.try_with(|c| c.slot).ok().flatten()
+}
+
+/// The calling thread's thread index, or `None` (see [`current`]).
+#[inline]
+pub fn current_index() -> Option<u32> {
+    current().map(|s| s.index)
+}
+
+/// The calling thread's kernel tid, cached.
+#[inline]
+pub fn current_tid() -> u32 {
+    #[cfg(not(loom))]
+    {
+        imp::CTX
+            .try_with(|c| c.tid)
+            .unwrap_or_else(|_| crate::sys::gettid_uncached())
+    }
+    #[cfg(loom)]
+    {
+        imp::CTX.with(|c| c.tid)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn index_is_stable_and_slot_round_trips() {
+        let a = current_index().unwrap();
+        assert_eq!(current_index(), Some(a));
+        let s = slot(a);
+        assert_eq!(s.index, a);
+        assert!(core::ptr::eq(s, current().unwrap()));
+        assert_eq!(s.tid.load(crate::sync::Ordering::Relaxed), current_tid());
+        assert_eq!(s.mcs_level(&*s.mcs[2]), Some(2));
+        assert_eq!(s.mcs_level(&*s.osq), None);
+    }
+
+    #[test]
+    fn live_threads_have_distinct_indexes() {
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(16));
+        let hs: Vec<_> = (0..16)
+            .map(|_| {
+                let b = barrier.clone();
+                std::thread::spawn(move || {
+                    let i = current_index().unwrap();
+                    b.wait(); // all alive at once
+                    i
+                })
+            })
+            .collect();
+        let ids: HashSet<u32> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(ids.len(), 16);
+    }
+
+    #[test]
+    fn indexes_are_recycled() {
+        // 20,000 short-lived threads in batches of 32: without recycling the
+        // index would pass 16383 and run out; with it, the highest index
+        // stays near the peak number of live threads (plus other tests'
+        // threads running concurrently in this process).
+        for _ in 0..625 {
+            let hs: Vec<_> = (0..32)
+                .map(|_| std::thread::spawn(|| current_index().expect("ran out of thread indexes")))
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+        }
+        let high = high_water();
+        assert!(
+            high < 512,
+            "highest thread index {high} should stay near the peak live count"
+        );
+    }
+}
