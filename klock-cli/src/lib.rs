@@ -1,1 +1,4 @@
+//! The `klock` command's library: the benchmark harness, its peers and
+//! suites (and later torture and stat).
 
+pub mod bench;

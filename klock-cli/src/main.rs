@@ -1,1 +1,100 @@
-fn main() {}
+//! `klock`: the kernel's lock experiments, torture and lockstat for userspace.
+
+use clap::{Args, Parser, Subcommand};
+use klock_bench::bench;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "klock",
+    version,
+    about = "The Linux kernel's locking playbook, measured in userspace"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run benchmark suites (default: the headline suites) and print the kernel's tables.
+    Bench(BenchArgs),
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// Suites to run (see --list); none = the headline suites.
+    suites: Vec<String>,
+    /// Locks to compare, comma-separated (default: the suite's own list).
+    #[arg(long, value_delimiter = ',')]
+    locks: Vec<String>,
+    /// Thread counts, comma-separated (default: the suite's own list).
+    #[arg(long, value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// Measured time per run, e.g. 2s or 500ms (default 500ms; --quick 150ms).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// Runs per point (default 3; --quick 1).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Warm-up before each measured window (default 100ms; --quick 50ms).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    warmup: Option<Duration>,
+    /// JSON output path (default target/klock-bench/SUITE.json).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// SVG plot path (default target/klock-bench/SUITE.svg).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Smoke run: about 0.2 s per point.
+    #[arg(long)]
+    quick: bool,
+    /// Replace the suite's critical section by N ns of busy work.
+    #[arg(long)]
+    cs_ns: Option<u64>,
+    /// Busy work between acquisitions, ns (default: the suite's).
+    #[arg(long)]
+    outside_ns: Option<u64>,
+    /// List suites and locks, then exit.
+    #[arg(long)]
+    list: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Bench(a) => {
+            if a.list {
+                print!("{}", bench::list());
+                return ExitCode::SUCCESS;
+            }
+            let command = std::env::args().collect::<Vec<_>>().join(" ");
+            let opts = bench::Options {
+                suites: a.suites,
+                locks: a.locks,
+                threads: a.threads,
+                duration: a.duration,
+                runs: a.runs,
+                warmup: a.warmup,
+                json: a.json,
+                plot: a.plot,
+                quick: a.quick,
+                cs_ns: a.cs_ns,
+                outside_ns: a.outside_ns,
+                command: command.clone(),
+            };
+            let result = opts
+                .plan()
+                .and_then(|plans| bench::execute(&plans, &command));
+            match result {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("klock bench: error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! `klock bench`: the kernel community's lock experiments, run side by side
+//! with the locks people use today.
+
+pub mod peers;
+pub mod registry;
+pub mod report;
+pub mod stats;
+pub mod suites;
+pub mod workload;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use report::{Machine, ResultFile, ResultRow};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use workload::{CriticalSection, Workload};
+
+/// Default output folder for JSON and plots.
+pub const OUT_DIR: &str = "target/klock-bench";
+
+/// What the user asked for (already parsed; validated by [`Options::plan`]).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub suites: Vec<String>,
+    pub locks: Vec<String>,
+    pub threads: Vec<usize>,
+    pub duration: Option<Duration>,
+    pub runs: Option<usize>,
+    pub warmup: Option<Duration>,
+    pub json: Option<PathBuf>,
+    pub plot: Option<PathBuf>,
+    pub quick: bool,
+    pub cs_ns: Option<u64>,
+    pub outside_ns: Option<u64>,
+    /// The command line, recorded in the JSON.
+    pub command: String,
+}
+
+/// One suite, resolved.
+pub struct Plan {
+    pub suite: &'static suites::Suite,
+    pub locks: Vec<registry::LockEntry>,
+    pub threads: Vec<usize>,
+    pub cs: CriticalSection,
+    pub outside_ns: u64,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub runs: usize,
+    pub json: PathBuf,
+    pub plot: PathBuf,
+}
+
+impl Plan {
+    pub fn points(&self) -> usize {
+        self.locks.len() * self.threads.len()
+    }
+    pub fn seconds(&self) -> f64 {
+        self.points() as f64 * self.runs as f64 * (self.duration + self.warmup).as_secs_f64()
+    }
+}
+
+/// `dir/name.ext`, or the user's path with `-suite` inserted when one path
+/// serves several suites.
+fn out_path(user: Option<&Path>, suite: &str, ext: &str, several: bool) -> PathBuf {
+    match user {
+        None => Path::new(OUT_DIR).join(format!("{suite}.{ext}")),
+        Some(p) if !several => p.to_path_buf(),
+        Some(p) => {
+            let stem = p
+                .file_stem()
+                .map_or("bench".into(), |s| s.to_string_lossy().into_owned());
+            let e = p
+                .extension()
+                .map_or(ext.into(), |s| s.to_string_lossy().into_owned());
+            p.with_file_name(format!("{stem}-{suite}.{e}"))
+        }
+    }
+}
+
+impl Options {
+    /// Validate everything and resolve the suites; errors say what to do.
+    pub fn plan(&self) -> Result<Vec<Plan>, String> {
+        let (duration, runs, warmup) = if self.quick {
+            (Duration::from_millis(150), 1, Duration::from_millis(50))
+        } else {
+            (Duration::from_millis(500), 3, Duration::from_millis(100))
+        };
+        let duration = self.duration.unwrap_or(duration);
+        let runs = self.runs.unwrap_or(runs);
+        let warmup = self.warmup.unwrap_or(warmup);
+        if duration < Duration::from_millis(10) || duration > Duration::from_secs(3600) {
+            return Err(format!(
+                "--duration must be between 10ms and 1h (got {duration:?})"
+            ));
+        }
+        if warmup > Duration::from_secs(3600) {
+            return Err(format!("--warmup must be at most 1h (got {warmup:?})"));
+        }
+        if !(1..=1000).contains(&runs) {
+            return Err(format!("--runs must be between 1 and 1000 (got {runs})"));
+        }
+        if let Some(&t) = self.threads.iter().find(|&&t| !(1..=1024).contains(&t)) {
+            return Err(format!(
+                "--threads values must be between 1 and 1024 (got {t})"
+            ));
+        }
+        for (flag, v) in [("--cs-ns", self.cs_ns), ("--outside-ns", self.outside_ns)] {
+            if let Some(v) = v.filter(|&v| v > 10_000_000) {
+                return Err(format!("{flag} must be at most 10000000 (10 ms) (got {v})"));
+            }
+        }
+        let names: Vec<&str> = if self.suites.is_empty() {
+            suites::HEADLINE.to_vec()
+        } else if self.suites.iter().any(|s| s == "all") {
+            suites::SUITES.iter().map(|s| s.name).collect()
+        } else {
+            self.suites.iter().map(|s| s.as_str()).collect()
+        };
+        let several = names.len() > 1;
+        names
+            .iter()
+            .map(|&name| {
+                let suite = suites::find(name)?;
+                let ids: Vec<&str> = if self.locks.is_empty() {
+                    suite.default_locks.to_vec()
+                } else {
+                    self.locks.iter().map(|s| s.as_str()).collect()
+                };
+                let locks = ids
+                    .iter()
+                    .map(|id| registry::find(id))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut threads = if self.threads.is_empty() {
+                    suite.default_threads.to_vec()
+                } else {
+                    self.threads.clone()
+                };
+                threads.sort_unstable();
+                threads.dedup();
+                Ok(Plan {
+                    suite,
+                    locks,
+                    threads,
+                    cs: self
+                        .cs_ns
+                        .map_or(suite.cs, |ns| CriticalSection::Work { ns }),
+                    outside_ns: self.outside_ns.unwrap_or(suite.outside_ns),
+                    duration,
+                    warmup,
+                    runs,
+                    json: out_path(self.json.as_deref(), suite.name, "json", several),
+                    plot: out_path(self.plot.as_deref(), suite.name, "svg", several),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Run the plans, printing each suite's tables as it completes and writing
+/// its JSON and plot. Returns the result files.
+pub fn execute(plans: &[Plan], command: &str) -> Result<Vec<ResultFile>, String> {
+    let total: usize = plans.iter().map(|p| p.points() * p.runs).sum();
+    let secs: f64 = plans.iter().map(|p| p.seconds()).sum();
+    eprintln!("klock bench: {total} runs, about {secs:.0} s");
+    let pb = ProgressBar::new(total as u64);
+    pb.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} runs, eta {eta} — {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let machine = Machine::probe();
+    let mut files = Vec::new();
+    for plan in plans {
+        let mut results = Vec::new();
+        for lock in &plan.locks {
+            for &t in &plan.threads {
+                let (readers, writers) = (plan.suite.mix)(t);
+                let w = Workload {
+                    readers,
+                    writers,
+                    cs: plan.cs,
+                    outside_ns: plan.outside_ns,
+                    warmup: plan.warmup,
+                    duration: plan.duration,
+                };
+                let mut runs = Vec::with_capacity(plan.runs);
+                for run in 0..plan.runs {
+                    pb.set_message(format!(
+                        "{} {} @ {t} threads, run {}",
+                        plan.suite.name,
+                        lock.id,
+                        run + 1
+                    ));
+                    runs.push(
+                        (lock.run)(&w).map_err(|e| format!("{} @ {t} threads: {e}", lock.id))?,
+                    );
+                    pb.inc(1);
+                }
+                results.push(ResultRow::aggregate(
+                    lock.id,
+                    lock.lock,
+                    lock.variant,
+                    readers,
+                    writers,
+                    &runs,
+                ));
+            }
+        }
+        let file = ResultFile {
+            suite: plan.suite.name.into(),
+            machine: machine.clone(),
+            results,
+            title: plan.suite.title.into(),
+            workload: format!(
+                "critical section: {}; {} ns outside; {:?} × {} runs per point after {:?} warm-up",
+                plan.cs.describe(),
+                plan.outside_ns,
+                plan.duration,
+                plan.runs,
+                plan.warmup
+            ),
+            klock_version: env!("CARGO_PKG_VERSION").into(),
+            command: command.into(),
+        };
+        file.write_json(&plan.json)?;
+        report::plot(&file, &plan.plot)?;
+        pb.suspend(|| {
+            print!("{}", report::render(&file, plan.suite.cost_table));
+            println!(
+                "\n   JSON: {}   plot: {}",
+                plan.json.display(),
+                plan.plot.display()
+            );
+        });
+        files.push(file);
+    }
+    pb.finish_and_clear();
+    Ok(files)
+}
+
+/// `klock bench --list`.
+pub fn list() -> String {
+    let mut s = String::from("Suites (a bare `klock bench` runs: ");
+    s += &suites::HEADLINE.join(", ");
+    s += "; `klock bench all` runs every suite)\n";
+    for suite in suites::SUITES {
+        s += &format!("  {:<12} {}\n", suite.name, suite.title);
+        s += &format!(
+            "  {:<12} default locks: {}\n",
+            "",
+            suite.default_locks.join(", ")
+        );
+    }
+    s += "\nLocks\n";
+    for l in registry::all() {
+        s += &format!(
+            "  {:<20} {}{}\n",
+            l.id,
+            l.about,
+            if l.shared { " [rw]" } else { "" }
+        );
+    }
+    s
+}

@@ -1,0 +1,359 @@
+//! The locks klock is measured against, and the [`BenchLock`] trait through
+//! which every lock — peer or klock's — plugs into every suite.
+
+use crossbeam_utils::CachePadded;
+use std::cell::UnsafeCell;
+use std::hint::spin_loop;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+/// A lock as the benchmark sees it: run a closure under the exclusive
+/// (write) or shared (read) side. Exclusive-only locks use the default
+/// `read`, which takes the lock exclusively.
+///
+/// Generic closures keep every (lock, workload) pair monomorphized: the
+/// harness adds no indirect call to any lock's path.
+pub trait BenchLock: Send + Sync + 'static {
+    /// A fresh, unlocked lock.
+    fn new() -> Self;
+    /// Run `f` holding the lock exclusively.
+    fn write<R>(&self, f: impl FnOnce() -> R) -> R;
+    /// Run `f` holding the lock shared (exclusively if the lock has no shared mode).
+    #[inline]
+    fn read<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.write(f)
+    }
+    /// Process-wide event counters of this lock type (name, count), if it has any.
+    fn events() -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+}
+
+/// Any `lock_api` raw mutex (klock's locks, parking_lot's).
+pub struct RawM<R>(R);
+
+impl<R: lock_api::RawMutex + Send + Sync + 'static> BenchLock for RawM<R> {
+    fn new() -> Self {
+        Self(R::INIT)
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        let g = self.0.lock();
+        let r = f();
+        // SAFETY: `g` is the guard of the acquisition just made.
+        unsafe { self.0.unlock(g) };
+        r
+    }
+}
+
+/// Any `lock_api` raw rwlock.
+pub struct RawRw<R>(R);
+
+impl<R: lock_api::RawRwLock + Send + Sync + 'static> BenchLock for RawRw<R> {
+    fn new() -> Self {
+        Self(R::INIT)
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        let g = self.0.lock_exclusive();
+        let r = f();
+        // SAFETY: `g` is the guard of the acquisition just made.
+        unsafe { self.0.unlock_exclusive(g) };
+        r
+    }
+    #[inline]
+    fn read<T>(&self, f: impl FnOnce() -> T) -> T {
+        let g = self.0.lock_shared();
+        let r = f();
+        // SAFETY: as above, shared side.
+        unsafe { self.0.unlock_shared(g) };
+        r
+    }
+}
+
+/// `parking_lot::Mutex`.
+pub type ParkingLotMutex = RawM<parking_lot::RawMutex>;
+/// `parking_lot::RwLock`.
+pub type ParkingLotRwLock = RawRw<parking_lot::RawRwLock>;
+
+/// `std::sync::Mutex`.
+pub struct StdMutex(std::sync::Mutex<()>);
+
+impl BenchLock for StdMutex {
+    fn new() -> Self {
+        Self(std::sync::Mutex::new(()))
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        f()
+    }
+}
+
+/// `std::sync::RwLock`.
+pub struct StdRwLock(std::sync::RwLock<()>);
+
+impl BenchLock for StdRwLock {
+    fn new() -> Self {
+        Self(std::sync::RwLock::new(()))
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _g = self.0.write().unwrap_or_else(|e| e.into_inner());
+        f()
+    }
+    #[inline]
+    fn read<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _g = self.0.read().unwrap_or_else(|e| e.into_inner());
+        f()
+    }
+}
+
+/// Panics with a clear message if a pthread call failed (they return an errno).
+fn check(call: &str, rc: libc::c_int) {
+    assert_eq!(
+        rc,
+        0,
+        "{call} failed: {}",
+        std::io::Error::from_raw_os_error(rc)
+    );
+}
+
+/// glibc `pthread_mutex_t` of a given type (boxed: pthread objects must not move).
+pub struct PthreadMutex<const KIND: libc::c_int>(Box<UnsafeCell<libc::pthread_mutex_t>>);
+
+// SAFETY: pthread mutexes are made to be shared between threads.
+unsafe impl<const K: libc::c_int> Send for PthreadMutex<K> {}
+unsafe impl<const K: libc::c_int> Sync for PthreadMutex<K> {}
+
+/// `PTHREAD_MUTEX_NORMAL`.
+pub type PthreadNormal = PthreadMutex<{ libc::PTHREAD_MUTEX_NORMAL }>;
+/// `PTHREAD_MUTEX_ADAPTIVE_NP` (glibc spins a bounded, adaptive count, then sleeps).
+pub type PthreadAdaptive = PthreadMutex<{ libc::PTHREAD_MUTEX_ADAPTIVE_NP }>;
+
+impl<const KIND: libc::c_int> BenchLock for PthreadMutex<KIND> {
+    fn new() -> Self {
+        let m = Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
+        // SAFETY: attr is initialised before use and destroyed after; `m` is
+        // boxed so its address is stable from init on.
+        unsafe {
+            let mut attr = std::mem::zeroed::<libc::pthread_mutexattr_t>();
+            check(
+                "pthread_mutexattr_init",
+                libc::pthread_mutexattr_init(&mut attr),
+            );
+            check(
+                "pthread_mutexattr_settype",
+                libc::pthread_mutexattr_settype(&mut attr, KIND),
+            );
+            check(
+                "pthread_mutex_init",
+                libc::pthread_mutex_init(m.get(), &attr),
+            );
+            libc::pthread_mutexattr_destroy(&mut attr);
+        }
+        Self(m)
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        // SAFETY: initialised in `new`; lock/unlock are paired on this thread.
+        unsafe { libc::pthread_mutex_lock(self.0.get()) };
+        let r = f();
+        unsafe { libc::pthread_mutex_unlock(self.0.get()) };
+        r
+    }
+}
+
+impl<const K: libc::c_int> Drop for PthreadMutex<K> {
+    fn drop(&mut self) {
+        // SAFETY: unlocked (we own it exclusively) and initialised.
+        unsafe { libc::pthread_mutex_destroy(self.0.get()) };
+    }
+}
+
+/// glibc `pthread_spinlock_t`.
+pub struct PthreadSpin(Box<UnsafeCell<libc::pthread_spinlock_t>>);
+
+// SAFETY: made to be shared between threads.
+unsafe impl Send for PthreadSpin {}
+unsafe impl Sync for PthreadSpin {}
+
+impl BenchLock for PthreadSpin {
+    fn new() -> Self {
+        let s = Box::new(UnsafeCell::new(0));
+        // SAFETY: boxed, so the address is stable from init on.
+        check("pthread_spin_init", unsafe {
+            libc::pthread_spin_init(s.get(), libc::PTHREAD_PROCESS_PRIVATE)
+        });
+        Self(s)
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        // SAFETY: initialised in `new`.
+        unsafe { libc::pthread_spin_lock(self.0.get()) };
+        let r = f();
+        unsafe { libc::pthread_spin_unlock(self.0.get()) };
+        r
+    }
+}
+
+impl Drop for PthreadSpin {
+    fn drop(&mut self) {
+        // SAFETY: initialised, unlocked.
+        unsafe { libc::pthread_spin_destroy(self.0.get()) };
+    }
+}
+
+/// glibc `pthread_rwlock_t` (default attributes: reader-preferring).
+pub struct PthreadRwLock(Box<UnsafeCell<libc::pthread_rwlock_t>>);
+
+// SAFETY: made to be shared between threads.
+unsafe impl Send for PthreadRwLock {}
+unsafe impl Sync for PthreadRwLock {}
+
+impl BenchLock for PthreadRwLock {
+    fn new() -> Self {
+        let l = Box::new(UnsafeCell::new(libc::PTHREAD_RWLOCK_INITIALIZER));
+        // SAFETY: boxed, so the address is stable from init on.
+        check("pthread_rwlock_init", unsafe {
+            libc::pthread_rwlock_init(l.get(), std::ptr::null())
+        });
+        Self(l)
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        // SAFETY: initialised in `new`.
+        unsafe { libc::pthread_rwlock_wrlock(self.0.get()) };
+        let r = f();
+        unsafe { libc::pthread_rwlock_unlock(self.0.get()) };
+        r
+    }
+    #[inline]
+    fn read<T>(&self, f: impl FnOnce() -> T) -> T {
+        // SAFETY: initialised in `new`.
+        unsafe { libc::pthread_rwlock_rdlock(self.0.get()) };
+        let r = f();
+        unsafe { libc::pthread_rwlock_unlock(self.0.get()) };
+        r
+    }
+}
+
+impl Drop for PthreadRwLock {
+    fn drop(&mut self) {
+        // SAFETY: initialised, unlocked.
+        unsafe { libc::pthread_rwlock_destroy(self.0.get()) };
+    }
+}
+
+/// Baseline: a ticket lock (FIFO; every waiter spins on the same line —
+/// the pre-2014 kernel spinlock). Both halves share one cache line, as in
+/// the kernel's.
+pub struct TicketLock {
+    next: AtomicU32,
+    owner: AtomicU32,
+}
+
+impl BenchLock for TicketLock {
+    fn new() -> Self {
+        Self {
+            next: AtomicU32::new(0),
+            owner: AtomicU32::new(0),
+        }
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        let me = self.next.fetch_add(1, Ordering::Relaxed);
+        // Acquire pairs with the Release store of the previous holder.
+        while self.owner.load(Ordering::Acquire) != me {
+            spin_loop();
+        }
+        let r = f();
+        // Only the holder writes `owner`, so load+store is enough.
+        self.owner.store(me.wrapping_add(1), Ordering::Release);
+        r
+    }
+}
+
+/// Baseline: test-and-test-and-set (spin on a read, then swap).
+pub struct TtasLock(CachePadded<AtomicBool>);
+
+impl BenchLock for TtasLock {
+    fn new() -> Self {
+        Self(CachePadded::new(AtomicBool::new(false)))
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        // Acquire on the successful swap pairs with the Release store in unlock.
+        while self.0.swap(true, Ordering::Acquire) {
+            while self.0.load(Ordering::Relaxed) {
+                spin_loop();
+            }
+        }
+        let r = f();
+        self.0.store(false, Ordering::Release);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Every peer excludes: 4 threads × 20,000 non-atomic increments.
+    fn excludes<L: BenchLock>() {
+        struct Shared<L> {
+            lock: L,
+            n: UnsafeCell<u64>,
+        }
+        // SAFETY: `n` is only touched under `lock`.
+        unsafe impl<L: Sync> Sync for Shared<L> {}
+        let s = Arc::new(Shared {
+            lock: L::new(),
+            n: UnsafeCell::new(0),
+        });
+        let hs: Vec<_> = (0..4)
+            .map(|_| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..20_000u32 {
+                        // SAFETY: under the lock.
+                        s.lock.write(|| unsafe { *s.n.get() += 1 });
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(unsafe { *s.n.get() }, 80_000);
+    }
+
+    #[test]
+    fn every_peer_excludes() {
+        excludes::<StdMutex>();
+        excludes::<StdRwLock>();
+        excludes::<ParkingLotMutex>();
+        excludes::<ParkingLotRwLock>();
+        excludes::<PthreadNormal>();
+        excludes::<PthreadAdaptive>();
+        excludes::<PthreadSpin>();
+        excludes::<PthreadRwLock>();
+        excludes::<TicketLock>();
+        excludes::<TtasLock>();
+    }
+
+    #[test]
+    fn rwlocks_share_reads() {
+        fn shares<L: BenchLock>() {
+            let l = Arc::new(L::new());
+            let l2 = l.clone();
+            // Inside a read section, another thread's read must get in.
+            l.read(|| {
+                std::thread::spawn(move || l2.read(|| 1)).join().unwrap();
+            });
+        }
+        shares::<StdRwLock>();
+        shares::<ParkingLotRwLock>();
+        shares::<PthreadRwLock>();
+    }
+}

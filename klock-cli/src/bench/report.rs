@@ -1,0 +1,533 @@
+//! Results: aggregation over runs, the JSON contract (DESIGN.md §6), the
+//! kernel-style tables, and the SVG plot.
+
+use super::stats::{hmean, mean, min_mean_max, stddev};
+use super::workload::{Role, RunOutcome};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub cpus: usize,
+    pub cpu_model: String,
+    pub kernel: String,
+}
+
+impl Machine {
+    pub fn probe() -> Self {
+        let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split(':').nth(1))
+                    .map(|m| m.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        let kernel = rustix::system::uname()
+            .release()
+            .to_string_lossy()
+            .into_owned();
+        Machine {
+            cpus: klock::sys::online_cpus(),
+            cpu_model,
+            kernel,
+        }
+    }
+}
+
+/// One result object. Field names are a contract: add, never rename.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultRow {
+    pub lock: String,
+    pub variant: String,
+    pub threads: usize,
+    pub readers: usize,
+    pub writers: usize,
+    pub runs: usize,
+    pub duration_s: f64,
+    pub kops_mean: f64,
+    pub kops_stddev: f64,
+    pub kops_hmean: f64,
+    pub per_thread_min: u64,
+    pub per_thread_mean: f64,
+    pub per_thread_max: u64,
+    pub reader_min: Option<u64>,
+    pub reader_mean: Option<f64>,
+    pub reader_max: Option<u64>,
+    pub writer_min: Option<u64>,
+    pub writer_mean: Option<f64>,
+    pub writer_max: Option<u64>,
+    pub cpu_s: f64,
+    pub ops_per_cpu_s: f64,
+    pub ctx_voluntary: u64,
+    pub ctx_involuntary: u64,
+    pub events: BTreeMap<String, u64>,
+    // Additions beyond the contract.
+    /// The CLI name of the lock (`--locks`).
+    pub id: String,
+    /// kop/s of each run.
+    pub kops_runs: Vec<f64>,
+}
+
+/// Per-thread Min/Mean/Max of one role (or all threads), averaged over runs.
+fn spread(runs: &[RunOutcome], role: Option<Role>) -> Option<(u64, f64, u64)> {
+    let per_run: Vec<(u64, f64, u64)> = runs
+        .iter()
+        .filter_map(|r| {
+            let ops: Vec<u64> = match role {
+                Some(role) => r.role_ops(role),
+                None => r.per_thread.iter().map(|p| p.1).collect(),
+            };
+            min_mean_max(&ops)
+        })
+        .collect();
+    if per_run.is_empty() {
+        return None;
+    }
+    let n = per_run.len() as f64;
+    let min = per_run.iter().map(|p| p.0 as f64).sum::<f64>() / n;
+    let mean = per_run.iter().map(|p| p.1).sum::<f64>() / n;
+    let max = per_run.iter().map(|p| p.2 as f64).sum::<f64>() / n;
+    Some((
+        min.round() as u64,
+        (mean * 10.0).round() / 10.0,
+        max.round() as u64,
+    ))
+}
+
+impl ResultRow {
+    pub fn aggregate(
+        id: &str,
+        lock: &str,
+        variant: &str,
+        readers: usize,
+        writers: usize,
+        runs: &[RunOutcome],
+    ) -> Self {
+        let kops: Vec<f64> = runs.iter().map(|r| r.kops()).collect();
+        let all = spread(runs, None).unwrap_or((0, 0.0, 0));
+        let rd = if readers > 0 {
+            spread(runs, Some(Role::Reader))
+        } else {
+            None
+        };
+        let wr = if writers > 0 {
+            spread(runs, Some(Role::Writer))
+        } else {
+            None
+        };
+        let n = runs.len().max(1) as f64;
+        let cpu_total: f64 = runs.iter().map(|r| r.cpu_s).sum();
+        let ops_total: u64 = runs.iter().map(|r| r.total_ops()).sum();
+        let mut events = BTreeMap::new();
+        for r in runs {
+            for &(k, v) in &r.events {
+                *events.entry(k.to_string()).or_insert(0u64) += v;
+            }
+        }
+        for v in events.values_mut() {
+            *v = (*v as f64 / n).round() as u64;
+        }
+        ResultRow {
+            lock: lock.into(),
+            variant: variant.into(),
+            threads: readers + writers,
+            readers,
+            writers,
+            runs: runs.len(),
+            duration_s: mean(&runs.iter().map(|r| r.elapsed_s).collect::<Vec<_>>()),
+            kops_mean: mean(&kops),
+            kops_stddev: stddev(&kops),
+            kops_hmean: hmean(&kops),
+            per_thread_min: all.0,
+            per_thread_mean: all.1,
+            per_thread_max: all.2,
+            reader_min: rd.map(|r| r.0),
+            reader_mean: rd.map(|r| r.1),
+            reader_max: rd.map(|r| r.2),
+            writer_min: wr.map(|r| r.0),
+            writer_mean: wr.map(|r| r.1),
+            writer_max: wr.map(|r| r.2),
+            cpu_s: cpu_total / n,
+            ops_per_cpu_s: if cpu_total > 0.0 {
+                ops_total as f64 / cpu_total
+            } else {
+                0.0
+            },
+            ctx_voluntary: (runs.iter().map(|r| r.ctx_voluntary).sum::<u64>() as f64 / n).round()
+                as u64,
+            ctx_involuntary: (runs.iter().map(|r| r.ctx_involuntary).sum::<u64>() as f64 / n)
+                .round() as u64,
+            events,
+            id: id.into(),
+            kops_runs: kops,
+        }
+    }
+}
+
+/// A suite's result file.
+#[derive(Debug, Serialize)]
+pub struct ResultFile {
+    pub suite: String,
+    pub machine: Machine,
+    pub results: Vec<ResultRow>,
+    // Additions beyond the contract.
+    pub title: String,
+    pub workload: String,
+    pub klock_version: String,
+    pub command: String,
+}
+
+impl ResultFile {
+    pub fn write_json(&self, path: &Path) -> Result<(), String> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let json = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        std::fs::write(path, json + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+}
+
+/// `1234567.8` → `"1,234,568"`.
+pub fn thousands(x: f64) -> String {
+    let s = format!("{:.0}", x.max(0.0));
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A rate for a table cell: grouped thousands, or decimals when small.
+pub fn rate(x: f64) -> String {
+    if x < 10.0 {
+        format!("{x:.2}")
+    } else if x < 100.0 {
+        format!("{x:.1}")
+    } else {
+        thousands(x)
+    }
+}
+
+/// Render a table: a header row and rows, right-aligned, first column left.
+fn table(header: &[String], rows: &[Vec<String>]) -> String {
+    let cols = header.len();
+    let mut w = vec![0; cols];
+    for r in std::iter::once(header).chain(rows.iter().map(|r| r.as_slice())) {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |r: &[String]| {
+        let mut s = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i == 0 {
+                let _ = write!(s, "  {:<w$}", c, w = w[0]);
+            } else {
+                let _ = write!(s, "  {:>w$}", c, w = w[i]);
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header);
+    out += &line(&w.iter().map(|&n| "-".repeat(n)).collect::<Vec<_>>());
+    for r in rows {
+        out += &line(r);
+    }
+    out
+}
+
+/// Lock ids in first-seen order, and the thread counts.
+fn axes(rows: &[ResultRow]) -> (Vec<String>, Vec<usize>) {
+    let mut ids: Vec<String> = Vec::new();
+    let mut threads: Vec<usize> = Vec::new();
+    for r in rows {
+        if !ids.contains(&r.id) {
+            ids.push(r.id.clone());
+        }
+        if !threads.contains(&r.threads) {
+            threads.push(r.threads);
+        }
+    }
+    threads.sort_unstable();
+    (ids, threads)
+}
+
+fn grid(rows: &[ResultRow], cell: impl Fn(&ResultRow) -> String) -> String {
+    let (ids, threads) = axes(rows);
+    let header: Vec<String> = std::iter::once("threads".to_string())
+        .chain(ids.iter().cloned())
+        .collect();
+    let body: Vec<Vec<String>> = threads
+        .iter()
+        .map(|&t| {
+            std::iter::once(t.to_string())
+                .chain(ids.iter().map(|id| {
+                    rows.iter()
+                        .find(|r| &r.id == id && r.threads == t)
+                        .map_or_else(|| "-".into(), &cell)
+                }))
+                .collect()
+        })
+        .collect();
+    table(&header, &body)
+}
+
+fn fmt_mmm(min: Option<u64>, mean: Option<f64>, max: Option<u64>) -> String {
+    match (min, mean, max) {
+        (Some(a), Some(b), Some(c)) => {
+            format!(
+                "{}/{}/{}",
+                thousands(a as f64),
+                thousands(b),
+                thousands(c as f64)
+            )
+        }
+        _ => "-".into(),
+    }
+}
+
+/// The suite's tables, as the kernel mails print them.
+pub fn render(file: &ResultFile, cost_table: bool) -> String {
+    let rows = &file.results;
+    let mut out = String::new();
+    let _ = writeln!(out, "\n== {} — {}", file.suite, file.title);
+    let _ = writeln!(
+        out,
+        "   {}; {} CPUs ({})",
+        file.workload, file.machine.cpus, file.machine.cpu_model
+    );
+    if rows.is_empty() {
+        return out;
+    }
+    if cost_table {
+        let header = ["lock", "ns/op", "kop/s", "± stddev"].map(String::from);
+        let body: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.id.clone(),
+                    format!("{:.1}", 1e6 / r.kops_mean.max(1e-9)),
+                    rate(r.kops_mean),
+                    format!("{:.1}%", 100.0 * r.kops_stddev / r.kops_mean.max(1e-9)),
+                ]
+            })
+            .collect();
+        out += "\nUncontended lock+unlock cost (1 thread)\n";
+        out += &table(&header, &body);
+        return out;
+    }
+    out += "\nLocking rate, kop/s (mean over runs, ±relative stddev)\n";
+    out += &grid(rows, |r| {
+        format!(
+            "{} ±{:.0}%",
+            rate(r.kops_mean),
+            100.0 * r.kops_stddev / r.kops_mean.max(1e-9)
+        )
+    });
+    out += "\nCPU: CPUs kept busy / kop per CPU-second (wasted spinning shows as low kop/CPU-s)\n";
+    out += &grid(rows, |r| {
+        format!(
+            "{:.2} / {}",
+            r.cpu_s / r.duration_s.max(1e-9),
+            rate(r.ops_per_cpu_s / 1e3)
+        )
+    });
+    out += "\nContext switches per run: voluntary / involuntary\n";
+    out += &grid(rows, |r| {
+        format!(
+            "{} / {}",
+            thousands(r.ctx_voluntary as f64),
+            thousands(r.ctx_involuntary as f64)
+        )
+    });
+
+    let (ids, threads) = axes(rows);
+    let top = *threads.last().unwrap();
+    let _ = writeln!(
+        out,
+        "\nFairness at {top} threads: operations per thread, Min/Mean/Max (mean over runs)"
+    );
+    for id in &ids {
+        if let Some(r) = rows.iter().find(|r| &r.id == id && r.threads == top) {
+            let mut line = format!("  {id:<20}");
+            if r.readers > 0 && r.writers > 0 {
+                let _ = write!(
+                    line,
+                    " {} readers, Iterations Min/Mean/Max = {}; {} writers, Iterations Min/Mean/Max = {}",
+                    r.readers,
+                    fmt_mmm(r.reader_min, r.reader_mean, r.reader_max),
+                    r.writers,
+                    fmt_mmm(r.writer_min, r.writer_mean, r.writer_max)
+                );
+            } else {
+                let _ = write!(
+                    line,
+                    " {} threads, Iterations Min/Mean/Max = {}",
+                    r.threads,
+                    fmt_mmm(
+                        Some(r.per_thread_min),
+                        Some(r.per_thread_mean),
+                        Some(r.per_thread_max)
+                    )
+                );
+            }
+            out += &line;
+            out += "\n";
+        }
+    }
+
+    for id in &ids {
+        let with: Vec<&ResultRow> = rows
+            .iter()
+            .filter(|r| &r.id == id && !r.events.is_empty())
+            .collect();
+        if with.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = with[0].events.keys().cloned().collect();
+        let _ = writeln!(out, "\nEvents of {id} (per run)");
+        let header: Vec<String> = std::iter::once("threads".to_string())
+            .chain(names.iter().cloned())
+            .collect();
+        let body: Vec<Vec<String>> = with
+            .iter()
+            .map(|r| {
+                std::iter::once(r.threads.to_string())
+                    .chain(
+                        names
+                            .iter()
+                            .map(|n| thousands(*r.events.get(n).unwrap_or(&0) as f64)),
+                    )
+                    .collect()
+            })
+            .collect();
+        out += &table(&header, &body);
+    }
+    out
+}
+
+/// SVG plot: kop/s against threads (log2 axis), one line per lock.
+pub fn plot(file: &ResultFile, path: &Path) -> Result<(), String> {
+    use plotters::prelude::*;
+    let rows = &file.results;
+    let (ids, threads) = axes(rows);
+    if threads.is_empty() {
+        return Ok(());
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let x = |t: usize| (t as f64).log2();
+    let (x0, x1) = (
+        x(threads[0]),
+        x(*threads.last().unwrap()).max(x(threads[0]) + 1.0),
+    );
+    let ymax = rows.iter().map(|r| r.kops_mean).fold(0.0, f64::max) * 1.1 + 1e-9;
+    let err = |e: &dyn std::fmt::Display| format!("cannot draw {}: {e}", path.display());
+
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("klock bench {} ({} CPUs)", file.suite, file.machine.cpus),
+            ("sans-serif", 22),
+        )
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0 - 0.1..x1 + 0.1, 0.0..ymax)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("threads")
+        .y_desc("kop/s")
+        .x_labels(threads.len() + 1)
+        .x_label_formatter(&|v| format!("{:.0}", 2f64.powf(*v)))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (i, id) in ids.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let pts: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| &r.id == id)
+            .map(|r| (x(r.threads), r.kops_mean))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(id.as_str())
+            .legend(move |(lx, ly)| {
+                PathElement::new(vec![(lx, ly), (lx + 20, ly)], color.stroke_width(2))
+            });
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_groups() {
+        assert_eq!(thousands(0.0), "0");
+        assert_eq!(thousands(999.4), "999");
+        assert_eq!(thousands(1234567.8), "1,234,568");
+        assert_eq!(thousands(100000.0), "100,000");
+    }
+
+    fn outcome(ops: &[(Role, u64)], secs: f64) -> RunOutcome {
+        RunOutcome {
+            elapsed_s: secs,
+            per_thread: ops.to_vec(),
+            cpu_s: 2.0,
+            ctx_voluntary: 10,
+            ctx_involuntary: 3,
+            events: vec![("lock_pending", 4)],
+        }
+    }
+
+    #[test]
+    fn aggregate_hand_computed() {
+        use Role::*;
+        let runs = [
+            outcome(&[(Reader, 100), (Reader, 300), (Writer, 50)], 1.0),
+            outcome(&[(Reader, 200), (Reader, 200), (Writer, 150)], 1.0),
+        ];
+        let r = ResultRow::aggregate("x", "x", "default", 2, 1, &runs);
+        // kop/s per run: 0.45 and 0.55.
+        assert!((r.kops_mean - 0.5).abs() < 1e-12);
+        assert!((r.kops_stddev - (0.005f64).sqrt()).abs() < 1e-12);
+        assert!((r.kops_hmean - 2.0 / (1.0 / 0.45 + 1.0 / 0.55)).abs() < 1e-12);
+        assert_eq!(
+            (r.reader_min, r.reader_mean, r.reader_max),
+            (Some(150), Some(200.0), Some(250))
+        );
+        assert_eq!((r.writer_min, r.writer_max), (Some(100), Some(100)));
+        assert_eq!(r.per_thread_min, 100); // mean of 50 and 150
+        assert!((r.ops_per_cpu_s - 250.0).abs() < 1e-9); // 1000 ops / 4 cpu-s
+        assert_eq!(r.events["lock_pending"], 4);
+        let r = ResultRow::aggregate("x", "x", "default", 0, 3, &runs);
+        assert_eq!(r.reader_min, None);
+    }
+}

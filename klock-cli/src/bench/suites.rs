@@ -1,0 +1,129 @@
+//! The suites: each is a seed's experiment shape with default locks,
+//! thread counts and workload.
+
+use super::workload::CriticalSection;
+
+#[derive(Debug)]
+pub struct Suite {
+    pub name: &'static str,
+    /// What it reproduces (printed above its tables).
+    pub title: &'static str,
+    pub default_locks: &'static [&'static str],
+    pub default_threads: &'static [usize],
+    pub cs: CriticalSection,
+    pub outside_ns: u64,
+    /// Threads → (readers, writers).
+    pub mix: fn(usize) -> (usize, usize),
+    /// Print ns per operation at 1 thread rather than a rate table.
+    pub cost_table: bool,
+}
+
+fn all_writers(n: usize) -> (usize, usize) {
+    (0, n)
+}
+
+/// One writer per four threads (rounded up), the rest readers.
+fn read_mostly(n: usize) -> (usize, usize) {
+    let w = n.div_ceil(4);
+    (n - w, w)
+}
+
+const EXCLUSIVE_PEERS: &[&str] = &[
+    "std-mutex",
+    "parking_lot",
+    "pthread",
+    "pthread-adaptive",
+    "pthread-spin",
+    "ticket",
+    "ttas",
+];
+const RW_PEERS: &[&str] = &["std-rwlock", "parking_lot-rwlock", "pthread-rwlock"];
+
+pub const SUITES: &[Suite] = &[
+    Suite {
+        name: "mutex",
+        title: "test-mutex \"V\" shape (2009 adaptive-spinning mail): short VFS-like critical \
+                sections on shared state, all threads writers",
+        default_locks: EXCLUSIVE_PEERS,
+        default_threads: &[1, 2, 4, 8, 16],
+        cs: CriticalSection::Map { lookups: 0 },
+        outside_ns: 200,
+        mix: all_writers,
+        cost_table: false,
+    },
+    Suite {
+        name: "rwlock",
+        title: "read-mostly shared map: one writer per four threads, the rest readers",
+        default_locks: RW_PEERS,
+        default_threads: &[1, 2, 4, 8, 16],
+        cs: CriticalSection::Map { lookups: 4 },
+        outside_ns: 200,
+        mix: read_mostly,
+        cost_table: false,
+    },
+    Suite {
+        name: "spinlock",
+        title: "spinlock stress test (2018 qspinlock mail): locking rate, tiny critical section",
+        default_locks: &["pthread-spin", "ticket", "ttas", "parking_lot", "std-mutex"],
+        default_threads: &[1, 2, 3, 4, 8, 16],
+        cs: CriticalSection::Counter,
+        outside_ns: 0,
+        mix: all_writers,
+        cost_table: false,
+    },
+    Suite {
+        name: "uncontended",
+        title: "uncontended cost: one thread, lock + counter increment + unlock",
+        default_locks: &[
+            "std-mutex",
+            "parking_lot",
+            "pthread",
+            "pthread-adaptive",
+            "pthread-spin",
+            "ticket",
+            "ttas",
+            "std-rwlock",
+            "parking_lot-rwlock",
+            "pthread-rwlock",
+        ],
+        default_threads: &[1],
+        cs: CriticalSection::Counter,
+        outside_ns: 0,
+        mix: all_writers,
+        cost_table: true,
+    },
+];
+
+/// Suites run by a bare `klock bench`.
+pub const HEADLINE: &[&str] = &["mutex", "rwlock"];
+
+/// Look up a suite; the error lists the valid names.
+pub fn find(name: &str) -> Result<&'static Suite, String> {
+    SUITES.iter().find(|s| s.name == name).ok_or_else(|| {
+        format!(
+            "unknown suite '{name}'. Valid suites: {} (see `klock bench --list`)",
+            SUITES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_lock_exists_and_mixes_add_up() {
+        for s in SUITES {
+            for l in s.default_locks {
+                super::super::registry::find(l).unwrap();
+            }
+            for &t in s.default_threads {
+                let (r, w) = (s.mix)(t);
+                assert_eq!(r + w, t, "{}", s.name);
+            }
+        }
+        assert_eq!(read_mostly(1), (0, 1));
+        assert_eq!(read_mostly(8), (6, 2));
+        assert!(find("nope").unwrap_err().contains("mutex"));
+    }
+}

@@ -1,0 +1,394 @@
+//! One measured point: a lock × threads × role mix × critical section ×
+//! outside work × duration, after a warm-up.
+//!
+//! The protected data is real: writers mutate a shared map and a counter,
+//! readers look keys up. After every run the counter must equal the number
+//! of write operations the threads completed — the benchmark also checks
+//! that the lock excluded.
+
+use super::peers::BenchLock;
+use crossbeam_utils::CachePadded;
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, OnceLock};
+use std::time::{Duration, Instant};
+
+/// What a thread does while holding the lock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CriticalSection {
+    /// Bump the shared counter only (the spinlock stress test).
+    Counter,
+    /// Bump the counter and burn about `ns` nanoseconds.
+    Work { ns: u64 },
+    /// Shared map: a write inserts and removes a key (like creat+unlink in a
+    /// directory); a read looks up `lookups` keys.
+    Map { lookups: u32 },
+}
+
+impl CriticalSection {
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Counter => "counter increment".into(),
+            Self::Work { ns } => format!("counter increment + {ns} ns of work"),
+            Self::Map { lookups: 0 } => {
+                "shared map: insert+remove a key (like creat+unlink)".into()
+            }
+            Self::Map { lookups } => {
+                format!("shared map: write = insert+remove a key, read = {lookups} lookups")
+            }
+        }
+    }
+}
+
+/// The role of one thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Reader,
+    Writer,
+}
+
+/// A fully specified measurement.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub readers: usize,
+    pub writers: usize,
+    pub cs: CriticalSection,
+    /// Busy work between two acquisitions, ns.
+    pub outside_ns: u64,
+    pub warmup: Duration,
+    pub duration: Duration,
+}
+
+impl Workload {
+    pub fn threads(&self) -> usize {
+        self.readers + self.writers
+    }
+    /// Writers first, then readers: thread `i`'s role.
+    pub fn role(&self, i: usize) -> Role {
+        if i < self.writers {
+            Role::Writer
+        } else {
+            Role::Reader
+        }
+    }
+}
+
+/// What one run measured (the measured window only; warm-up excluded).
+#[derive(Debug, Clone, Default)]
+pub struct RunOutcome {
+    pub elapsed_s: f64,
+    /// Operations per thread, with its role.
+    pub per_thread: Vec<(Role, u64)>,
+    pub cpu_s: f64,
+    pub ctx_voluntary: u64,
+    pub ctx_involuntary: u64,
+    /// Lock events counted during the window.
+    pub events: Vec<(&'static str, u64)>,
+}
+
+impl RunOutcome {
+    pub fn total_ops(&self) -> u64 {
+        self.per_thread.iter().map(|&(_, n)| n).sum()
+    }
+    pub fn kops(&self) -> f64 {
+        self.total_ops() as f64 / self.elapsed_s / 1e3
+    }
+    pub fn role_ops(&self, role: Role) -> Vec<u64> {
+        self.per_thread
+            .iter()
+            .filter(|p| p.0 == role)
+            .map(|p| p.1)
+            .collect()
+    }
+}
+
+/// Busy-loop iterations per microsecond on this machine, measured once.
+fn iters_per_us() -> f64 {
+    static CAL: OnceLock<f64> = OnceLock::new();
+    *CAL.get_or_init(|| {
+        let n = 2_000_000u64;
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t = Instant::now();
+            spin_iters(n);
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        n as f64 / (best * 1e6)
+    })
+}
+
+#[inline(never)]
+fn spin_iters(n: u64) {
+    let mut x = 0u64;
+    for i in 0..n {
+        x = black_box(x.wrapping_add(i));
+    }
+    black_box(x);
+}
+
+/// Convert ns of busy work into loop iterations (calibrates on first use).
+pub fn ns_to_iters(ns: u64) -> u64 {
+    if ns == 0 {
+        0
+    } else {
+        ((ns as f64 * iters_per_us() / 1e3).round() as u64).max(1)
+    }
+}
+
+/// The data the lock protects.
+struct Shared {
+    writes: u64,
+    map: HashMap<u64, u64>,
+}
+
+const MAP_KEYS: u64 = 64;
+
+struct Arena<L> {
+    lock: L,
+    data: UnsafeCell<Shared>,
+}
+
+// SAFETY: `data` is only accessed under `lock` (reads under the shared
+// side only read it).
+unsafe impl<L: Sync> Sync for Arena<L> {}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Usage {
+    cpu_s: f64,
+    nvcsw: u64,
+    nivcsw: u64,
+}
+
+fn usage() -> Usage {
+    // SAFETY: getrusage fills the struct we pass.
+    let ru = unsafe {
+        let mut ru = std::mem::zeroed::<libc::rusage>();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    Usage {
+        cpu_s: tv(ru.ru_utime) + tv(ru.ru_stime),
+        nvcsw: ru.ru_nvcsw as u64,
+        nivcsw: ru.ru_nivcsw as u64,
+    }
+}
+
+fn events_delta(
+    before: &[(&'static str, u64)],
+    after: Vec<(&'static str, u64)>,
+) -> Vec<(&'static str, u64)> {
+    after
+        .into_iter()
+        .map(|(k, v)| {
+            let b = before.iter().find(|e| e.0 == k).map_or(0, |e| e.1);
+            (k, v.saturating_sub(b))
+        })
+        .collect()
+}
+
+/// Run `w` once on a fresh lock of type `L`.
+///
+/// Errors if the lock failed to exclude (lost writes).
+pub fn run<L: BenchLock>(w: &Workload) -> Result<RunOutcome, String> {
+    let threads = w.threads();
+    let mut map = HashMap::with_capacity(4 * MAP_KEYS as usize);
+    for k in 0..MAP_KEYS {
+        map.insert(k, k);
+    }
+    let arena = Arc::new(Arena {
+        lock: L::new(),
+        data: UnsafeCell::new(Shared { writes: 0, map }),
+    });
+    let counts: Arc<Vec<CachePadded<AtomicU64>>> = Arc::new(
+        (0..threads)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect(),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(threads + 1));
+    let outside = ns_to_iters(w.outside_ns);
+    let cs = match w.cs {
+        CriticalSection::Work { ns } => (w.cs, ns_to_iters(ns)),
+        other => (other, 0),
+    };
+
+    let handles: Vec<_> = (0..threads)
+        .map(|i| {
+            let (arena, counts, stop, start) =
+                (arena.clone(), counts.clone(), stop.clone(), start.clone());
+            let role = w.role(i);
+            std::thread::Builder::new()
+                .name(format!("bench-{i}"))
+                .spawn(move || {
+                    let mut rng = 0x9E37_79B9_7F4A_7C15u64
+                        ^ (i as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+                    let mut n = 0u64;
+                    start.wait();
+                    while !stop.load(Ordering::Relaxed) {
+                        spin_iters(outside);
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        let key = rng;
+                        let d = arena.data.get();
+                        match role {
+                            // SAFETY: exclusive side held.
+                            Role::Writer => {
+                                arena.lock.write(|| unsafe { write_op(&mut *d, cs, key) })
+                            }
+                            // SAFETY: shared side held; readers only read.
+                            Role::Reader => arena.lock.read(|| unsafe { read_op(&*d, cs, key) }),
+                        }
+                        n += 1;
+                        // Only this thread writes its counter: a plain store.
+                        counts[i].store(n, Ordering::Relaxed);
+                    }
+                })
+                .map_err(|e| format!("cannot start thread {i} of {threads}: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+
+    let snap = |c: &[CachePadded<AtomicU64>]| -> Vec<u64> {
+        c.iter().map(|a| a.load(Ordering::Relaxed)).collect()
+    };
+    start.wait();
+    std::thread::sleep(w.warmup);
+    let (c0, u0, e0, t0) = (snap(&counts), usage(), L::events(), Instant::now());
+    std::thread::sleep(w.duration);
+    let (c1, u1, e1, elapsed) = (snap(&counts), usage(), L::events(), t0.elapsed());
+    stop.store(true, Ordering::Relaxed);
+    let mut panicked = false;
+    for h in handles {
+        panicked |= h.join().is_err();
+    }
+    if panicked {
+        return Err("a benchmark thread panicked".into());
+    }
+
+    // Every thread has stopped: check the lock excluded writers.
+    let total_writes: u64 = (0..threads)
+        .filter(|&i| w.role(i) == Role::Writer)
+        .map(|i| counts[i].load(Ordering::Relaxed))
+        .sum();
+    // SAFETY: all threads joined.
+    let seen = unsafe { (*arena.data.get()).writes };
+    if seen != total_writes {
+        return Err(format!(
+            "the lock did not exclude: {total_writes} writes were made but the protected counter reads {seen}"
+        ));
+    }
+
+    Ok(RunOutcome {
+        elapsed_s: elapsed.as_secs_f64(),
+        per_thread: (0..threads).map(|i| (w.role(i), c1[i] - c0[i])).collect(),
+        cpu_s: u1.cpu_s - u0.cpu_s,
+        ctx_voluntary: u1.nvcsw.saturating_sub(u0.nvcsw),
+        ctx_involuntary: u1.nivcsw.saturating_sub(u0.nivcsw),
+        events: events_delta(&e0, e1),
+    })
+}
+
+#[inline]
+fn write_op(d: &mut Shared, cs: (CriticalSection, u64), key: u64) {
+    d.writes += 1;
+    match cs.0 {
+        CriticalSection::Counter => {}
+        CriticalSection::Work { .. } => spin_iters(cs.1),
+        CriticalSection::Map { .. } => {
+            // A key outside the prepopulated range: insert adds, remove
+            // deletes (creat + unlink).
+            let k = MAP_KEYS + key % MAP_KEYS;
+            d.map.insert(k, key);
+            black_box(d.map.remove(&k));
+        }
+    }
+}
+
+#[inline]
+fn read_op(d: &Shared, cs: (CriticalSection, u64), key: u64) {
+    match cs.0 {
+        CriticalSection::Counter => {
+            black_box(d.writes);
+        }
+        CriticalSection::Work { .. } => {
+            black_box(d.writes);
+            spin_iters(cs.1);
+        }
+        CriticalSection::Map { lookups } => {
+            let mut sum = 0u64;
+            for j in 0..lookups as u64 {
+                sum = sum.wrapping_add(*d.map.get(&(key.wrapping_add(j) % MAP_KEYS)).unwrap_or(&0));
+            }
+            black_box(sum);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::peers::{PthreadRwLock, StdMutex};
+    use super::*;
+
+    fn quick(readers: usize, writers: usize, cs: CriticalSection) -> Workload {
+        Workload {
+            readers,
+            writers,
+            cs,
+            outside_ns: 50,
+            warmup: Duration::from_millis(10),
+            duration: Duration::from_millis(50),
+        }
+    }
+
+    #[test]
+    fn run_counts_every_thread_and_role() {
+        let o = run::<StdMutex>(&quick(0, 3, CriticalSection::Map { lookups: 2 })).unwrap();
+        assert_eq!(o.per_thread.len(), 3);
+        assert!(o
+            .per_thread
+            .iter()
+            .all(|&(r, n)| r == Role::Writer && n > 0));
+        assert!(o.elapsed_s >= 0.05 && o.kops() > 0.0);
+        let o = run::<PthreadRwLock>(&quick(2, 1, CriticalSection::Work { ns: 100 })).unwrap();
+        assert_eq!(o.role_ops(Role::Reader).len(), 2);
+        assert_eq!(o.role_ops(Role::Writer).len(), 1);
+        assert!(o.cpu_s > 0.0);
+    }
+
+    /// A lock that does not lock: the run must report that it failed to exclude.
+    struct NoLock;
+    impl BenchLock for NoLock {
+        fn new() -> Self {
+            NoLock
+        }
+        fn write<R>(&self, f: impl FnOnce() -> R) -> R {
+            f()
+        }
+    }
+
+    #[test]
+    fn a_lock_that_does_not_exclude_is_caught() {
+        // Several tries: lost updates need a real interleaving.
+        let caught = (0..20).any(|_| {
+            let mut w = quick(0, 4, CriticalSection::Work { ns: 200 });
+            w.outside_ns = 0;
+            run::<NoLock>(&w).is_err()
+        });
+        assert!(caught, "a non-excluding lock should lose counter updates");
+    }
+
+    #[test]
+    fn calibration_is_sane() {
+        let it = ns_to_iters(1_000_000);
+        let t = Instant::now();
+        spin_iters(it);
+        let dt = t.elapsed();
+        assert!(
+            dt > Duration::from_micros(200) && dt < Duration::from_millis(50),
+            "{dt:?}"
+        );
+    }
+}

@@ -1,0 +1,146 @@
+//! The `klock` binary as a user runs it.
+
+use std::process::{Command, Output};
+
+fn klock(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_klock"))
+        .args(args)
+        .output()
+        .expect("run klock")
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+}
+
+#[test]
+fn list_shows_suites_and_locks() {
+    let o = klock(&["bench", "--list"]);
+    assert!(o.status.success());
+    let t = text(&o);
+    for name in [
+        "mutex",
+        "rwlock",
+        "spinlock",
+        "std-mutex",
+        "parking_lot",
+        "pthread-adaptive",
+        "ticket",
+        "ttas",
+        "pthread-rwlock",
+    ] {
+        assert!(t.contains(name), "--list lacks {name}:\n{t}");
+    }
+}
+
+#[test]
+fn bad_input_is_a_clear_error_not_a_panic() {
+    for (args, says) in [
+        (&["bench", "nosuchsuite"][..], "Valid suites: mutex"),
+        (
+            &["bench", "mutex", "--locks", "nosuchlock"][..],
+            "Valid locks: ",
+        ),
+        (
+            &["bench", "mutex", "--threads", "0"][..],
+            "--threads values must be between 1 and 1024",
+        ),
+        (
+            &["bench", "mutex", "--runs", "0"][..],
+            "--runs must be between",
+        ),
+        (
+            &["bench", "mutex", "--duration", "1ms"][..],
+            "--duration must be between",
+        ),
+        (
+            &["bench", "mutex", "--duration", "soon"][..],
+            "invalid value 'soon'",
+        ),
+    ] {
+        let o = klock(args);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(t.contains(says), "{args:?} should say {says:?}, said:\n{t}");
+        assert!(!t.contains("panicked"), "{args:?} panicked:\n{t}");
+    }
+}
+
+#[test]
+fn smoke_bench_writes_every_contract_field() {
+    let dir = std::env::temp_dir().join(format!("klock-cli-test-{}", std::process::id()));
+    let json = dir.join("r.json");
+    let svg = dir.join("r.svg");
+    let o = klock(&[
+        "bench",
+        "rwlock",
+        "--quick",
+        "--duration",
+        "50ms",
+        "--warmup",
+        "10ms",
+        "--threads",
+        "1,4",
+        "--locks",
+        "std-rwlock,pthread",
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("Locking rate, kop/s"));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["suite"], "rwlock");
+    for k in ["cpus", "cpu_model", "kernel"] {
+        assert!(!v["machine"][k].is_null(), "machine.{k}");
+    }
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    let fields = [
+        "lock",
+        "variant",
+        "threads",
+        "readers",
+        "writers",
+        "runs",
+        "duration_s",
+        "kops_mean",
+        "kops_stddev",
+        "kops_hmean",
+        "per_thread_min",
+        "per_thread_mean",
+        "per_thread_max",
+        "reader_min",
+        "reader_mean",
+        "reader_max",
+        "writer_min",
+        "writer_mean",
+        "writer_max",
+        "cpu_s",
+        "ops_per_cpu_s",
+        "ctx_voluntary",
+        "ctx_involuntary",
+        "events",
+    ];
+    for r in rows {
+        let o = r.as_object().unwrap();
+        for f in fields {
+            assert!(o.contains_key(f), "result lacks contract field {f}: {r}");
+        }
+        assert!(r["kops_mean"].as_f64().unwrap() > 0.0);
+    }
+    // 4 threads, read-mostly: 3 readers and 1 writer, with per-role spreads.
+    let four = rows
+        .iter()
+        .find(|r| r["lock"] == "std-rwlock" && r["threads"] == 4)
+        .unwrap();
+    assert_eq!(
+        (four["readers"].as_u64(), four["writers"].as_u64()),
+        (Some(3), Some(1))
+    );
+    assert!(four["reader_mean"].as_f64().unwrap() > 0.0);
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.starts_with("<svg") && plot.contains("std-rwlock"));
+    std::fs::remove_dir_all(&dir).ok();
+}
