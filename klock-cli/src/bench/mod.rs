@@ -1,6 +1,7 @@
 //! `klock bench`: the kernel community's lock experiments, run side by side
 //! with the locks people use today.
 
+pub mod klocks;
 pub mod peers;
 pub mod registry;
 pub mod report;

@@ -31,6 +31,18 @@ pub trait BenchLock: Send + Sync + 'static {
 /// Any `lock_api` raw mutex (klock's locks, parking_lot's).
 pub struct RawM<R>(R);
 
+impl<R: lock_api::RawMutex> RawM<R> {
+    pub fn new() -> Self {
+        Self(R::INIT)
+    }
+}
+
+impl<R: lock_api::RawMutex> Default for RawM<R> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<R: lock_api::RawMutex + Send + Sync + 'static> BenchLock for RawM<R> {
     fn new() -> Self {
         Self(R::INIT)

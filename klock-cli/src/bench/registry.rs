@@ -1,5 +1,6 @@
 //! Every lock the benchmark knows, by name.
 
+use super::klocks::*;
 use super::peers::*;
 use super::workload::{run, RunOutcome, Workload};
 
@@ -35,6 +36,22 @@ macro_rules! entry {
 /// All locks, klock's first, then the peers.
 pub fn all() -> Vec<LockEntry> {
     vec![
+        entry!(
+            QSpin<512>,
+            "qspinlock",
+            "klock-qspinlock",
+            "pending-loops=512",
+            false,
+            "klock::SpinLock: queued spinlock, pending bit, bounded pending wait (kernel default)"
+        ),
+        entry!(
+            QSpin<0>,
+            "qspinlock-pl0",
+            "klock-qspinlock",
+            "pending-loops=0",
+            false,
+            "klock qspinlock without the pending->locked wait (the seed's 'patched' column)"
+        ),
         entry!(
             StdMutex,
             "std-mutex",

@@ -29,6 +29,7 @@ fn read_mostly(n: usize) -> (usize, usize) {
 }
 
 const EXCLUSIVE_PEERS: &[&str] = &[
+    "qspinlock",
     "std-mutex",
     "parking_lot",
     "pthread",
@@ -64,7 +65,15 @@ pub const SUITES: &[Suite] = &[
     Suite {
         name: "spinlock",
         title: "spinlock stress test (2018 qspinlock mail): locking rate, tiny critical section",
-        default_locks: &["pthread-spin", "ticket", "ttas", "parking_lot", "std-mutex"],
+        default_locks: &[
+            "qspinlock",
+            "qspinlock-pl0",
+            "pthread-spin",
+            "ticket",
+            "ttas",
+            "parking_lot",
+            "std-mutex",
+        ],
         default_threads: &[1, 2, 3, 4, 8, 16],
         cs: CriticalSection::Counter,
         outside_ns: 0,
@@ -75,6 +84,7 @@ pub const SUITES: &[Suite] = &[
         name: "uncontended",
         title: "uncontended cost: one thread, lock + counter increment + unlock",
         default_locks: &[
+            "qspinlock",
             "std-mutex",
             "parking_lot",
             "pthread",

@@ -1,0 +1,20 @@
+//! klock's own locks as the benchmark sees them, with their event counters.
+
+use super::peers::{BenchLock, RawM};
+use klock::events::{snapshot, LockType};
+
+/// `klock::RawQSpinLockWith<PENDING_LOOPS>` (the queued spinlock).
+pub struct QSpin<const PENDING_LOOPS: u32>(RawM<klock::RawQSpinLockWith<PENDING_LOOPS>>);
+
+impl<const PL: u32> BenchLock for QSpin<PL> {
+    fn new() -> Self {
+        Self(RawM::new())
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.0.write(f)
+    }
+    fn events() -> Vec<(&'static str, u64)> {
+        snapshot(LockType::QSpinLock)
+    }
+}

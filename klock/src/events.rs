@@ -1,0 +1,303 @@
+//! Per-lock-type event counters: klock's analogue of the kernel's
+//! `lock_events` (`/sys/kernel/debug/lock_event_counts/`).
+//!
+//! Locks call [`inc`] at interesting points of their slow paths (took the
+//! pending bit, queued, used a nested MCS node, …). The counters are
+//! process-wide, one set per [`Event`], grouped by [`LockType`].
+//!
+//! # Cost
+//!
+//! * Feature `events` **off** (the default): [`inc`] and [`add`] are empty
+//!   `#[inline(always)]` functions — the call, the thread-index lookup and
+//!   the counter all compile away. [`enabled`] returns `false` and
+//!   [`snapshot`] reports zeros.
+//! * Feature `events` **on**: a counter bump is one `Relaxed` `fetch_add` on a
+//!   *sharded* table: [`SHARDS`] cache-padded rows, the row chosen by the
+//!   calling thread's index modulo [`SHARDS`], so threads counting the same
+//!   event do not bounce one cache line between them. Reads sum the rows.
+//! * Under `--cfg loom` the counters are compiled out as if the feature were
+//!   off (a model runs each execution thousands of times; counts would be
+//!   meaningless and the statics are not loom-aware).
+//!
+//! # Adding a lock type
+//!
+//! Add a block to the `lock_events!` invocation below: a [`LockType`]
+//! variant, its display name, and its events (variant = `"name"`). Event
+//! variants are one flat enum, so they must be unique across lock types —
+//! prefix the variant (not the name) when two locks share an event name,
+//! e.g. `MutexSleep = "sleep"` and `RwsemSleep = "sleep"`.
+//!
+//! ```
+//! use klock::events::{self, LockType};
+//! events::reset_all();
+//! for (name, value) in events::snapshot(LockType::QSpinLock) {
+//!     println!("{name:>16} = {value}");
+//! }
+//! ```
+
+/// Defines [`LockType`] and [`Event`] from one table, so the two can never
+/// disagree.
+macro_rules! lock_events {
+    ( $(
+        $(#[$tydoc:meta])*
+        $ty:ident = $tyname:literal {
+            $( $(#[$evdoc:meta])* $ev:ident = $name:literal ),* $(,)?
+        }
+    )* ) => {
+        /// A lock type whose events are counted.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum LockType {
+            $( $(#[$tydoc])* $ty, )*
+        }
+
+        /// One counted event. The discriminant is the counter's column in
+        /// the shard table.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Event {
+            $( $( $(#[$evdoc])* $ev, )* )*
+        }
+
+        impl LockType {
+            /// Every lock type, in declaration order.
+            pub const ALL: &'static [LockType] = &[ $( LockType::$ty, )* ];
+
+            /// Short name, e.g. `"qspinlock"`.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( LockType::$ty => $tyname, )*
+                }
+            }
+
+            /// This lock type's events, in declaration order.
+            pub const fn events(self) -> &'static [Event] {
+                match self {
+                    $( LockType::$ty => &[ $( Event::$ev, )* ], )*
+                }
+            }
+        }
+
+        impl Event {
+            /// Every event of every lock type; `ALL[i] as usize == i`.
+            pub const ALL: &'static [Event] = &[ $( $( Event::$ev, )* )* ];
+            /// Number of events (columns in the counter table).
+            pub const COUNT: usize = Event::ALL.len();
+
+            /// The kernel-style name, e.g. `"lock_pending"`.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( $( Event::$ev => $name, )* )*
+                }
+            }
+
+            /// The lock type this event belongs to.
+            pub const fn lock_type(self) -> LockType {
+                match self {
+                    $( $( Event::$ev => LockType::$ty, )* )*
+                }
+            }
+        }
+    };
+}
+
+lock_events! {
+    /// The queued spinlock ([`crate::qspinlock`]).
+    QSpinLock = "qspinlock" {
+        /// Took the lock through the pending bit (no queueing).
+        LockPending = "lock_pending",
+        /// Entered the MCS queue path.
+        LockSlowpath = "lock_slowpath",
+        /// Queued with the 2nd per-thread MCS node (nesting level 1).
+        LockUseNode2 = "lock_use_node2",
+        /// Queued with the 3rd per-thread MCS node (nesting level 2).
+        LockUseNode3 = "lock_use_node3",
+        /// Queued with the 4th per-thread MCS node (nesting level 3).
+        LockUseNode4 = "lock_use_node4",
+        /// No MCS node free (nesting too deep, or the thread has no slot):
+        /// fell back to spinning on trylock.
+        LockNoNode = "lock_no_node",
+    }
+
+    /// The optimistic-spinning mutex ([`crate::mutex`]).
+    Mutex = "mutex" {
+        /// Optimistic spinning (OSQ head or first waiter) took the lock.
+        MutexSpinSuccess = "spin_success",
+        /// Spinning stopped: the oracle said the owner is not running.
+        MutexSpinFailOwnerSleeping = "spin_fail_owner_sleeping",
+        /// Spinning stopped: the time budget (or the caller's deadline) ran out.
+        MutexSpinFailBudget = "spin_fail_budget",
+        /// Spinning stopped: the spinner should yield (it was migrated).
+        MutexSpinFailYield = "spin_fail_yield",
+        /// A spinner left the OSQ before reaching its head (three-step unqueue).
+        MutexOsqUnqueue = "osq_unqueue",
+        /// A waiter went to sleep on its futex word.
+        MutexSleep = "sleep",
+        /// An unlocker (or a leaving waiter) woke the first waiter.
+        MutexWake = "wake",
+        /// An unlocker handed the lock to the first waiter (`PICKUP`).
+        MutexHandoff = "handoff",
+    }
+}
+
+/// Rows in the counter table (a power of two).
+pub const SHARDS: usize = 32;
+
+/// Whether counters are compiled in (feature `events`, and not under loom).
+#[inline(always)]
+pub const fn enabled() -> bool {
+    cfg!(all(feature = "events", not(loom)))
+}
+
+#[cfg(all(feature = "events", not(loom)))]
+mod store {
+    use super::{Event, SHARDS};
+    // Plain std atomics on purpose: counters are statistics, not
+    // synchronisation, and must not go through the loom shim.
+    use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use crossbeam_utils::CachePadded;
+
+    type Row = CachePadded<[AtomicU64; Event::COUNT]>;
+
+    static TABLE: [Row; SHARDS] =
+        [const { CachePadded::new([const { AtomicU64::new(0) }; Event::COUNT]) }; SHARDS];
+
+    #[inline(always)]
+    pub fn add(ev: Event, n: u64) {
+        // Threads without a slot share row 0; they are rare (teardown, or
+        // more than MAX_THREADS threads).
+        let row = crate::thread::current_index().unwrap_or(0) as usize % SHARDS;
+        TABLE[row][ev as usize].fetch_add(n, Relaxed);
+    }
+
+    pub fn read(ev: Event) -> u64 {
+        TABLE.iter().fold(0u64, |s, row| {
+            s.wrapping_add(row[ev as usize].load(Relaxed))
+        })
+    }
+
+    pub fn reset(ev: Event) {
+        for row in &TABLE {
+            row[ev as usize].store(0, Relaxed);
+        }
+    }
+}
+
+/// Count one `ev`. Compiles to nothing without the `events` feature.
+#[inline(always)]
+pub fn inc(ev: Event) {
+    add(ev, 1);
+}
+
+/// Count `n` occurrences of `ev`. Compiles to nothing without the `events`
+/// feature.
+#[inline(always)]
+pub fn add(ev: Event, n: u64) {
+    #[cfg(all(feature = "events", not(loom)))]
+    store::add(ev, n);
+    #[cfg(not(all(feature = "events", not(loom))))]
+    let _ = (ev, n);
+}
+
+/// Current total of `ev` (0 when counters are compiled out). Not a
+/// consistent snapshot across events: counting goes on while it sums.
+#[cfg(all(feature = "events", not(loom)))]
+pub fn read(ev: Event) -> u64 {
+    store::read(ev)
+}
+
+/// Current total of `ev` (0 when counters are compiled out).
+#[cfg(not(all(feature = "events", not(loom))))]
+pub fn read(ev: Event) -> u64 {
+    let _ = ev;
+    0
+}
+
+/// `(name, value)` for each event of `kind`, in declaration order. Names are
+/// reported even when counters are compiled out (values are then 0), so a
+/// report's shape does not depend on the feature.
+pub fn snapshot(kind: LockType) -> Vec<(&'static str, u64)> {
+    kind.events().iter().map(|&e| (e.name(), read(e))).collect()
+}
+
+/// Zero the counters of one lock type.
+pub fn reset(kind: LockType) {
+    #[cfg(all(feature = "events", not(loom)))]
+    for &e in kind.events() {
+        store::reset(e);
+    }
+    #[cfg(not(all(feature = "events", not(loom))))]
+    let _ = kind;
+}
+
+/// Zero every counter. Increments racing with the reset may survive it.
+pub fn reset_all() {
+    for &kind in LockType::ALL {
+        reset(kind);
+    }
+}
+
+/// Serialises the crate's unit tests that reset counters or assert on
+/// their deltas (tests in one binary share the process-wide counters).
+#[cfg(all(test, not(loom)))]
+pub(crate) static TEST_SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_consistent() {
+        for (i, &e) in Event::ALL.iter().enumerate() {
+            assert_eq!(e as usize, i);
+            assert!(e.lock_type().events().contains(&e));
+        }
+        let total: usize = LockType::ALL.iter().map(|t| t.events().len()).sum();
+        assert_eq!(total, Event::COUNT);
+        let names: Vec<_> = snapshot(LockType::QSpinLock)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "lock_pending",
+                "lock_slowpath",
+                "lock_use_node2",
+                "lock_use_node3",
+                "lock_use_node4",
+                "lock_no_node"
+            ]
+        );
+        assert_eq!(LockType::QSpinLock.name(), "qspinlock");
+    }
+
+    #[test]
+    fn counts_from_many_threads_and_resets() {
+        let _serial = TEST_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        reset_all();
+        let hs: Vec<_> = (0..8)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    for _ in 0..1000 {
+                        inc(Event::LockUseNode4);
+                    }
+                    add(Event::LockUseNode3, 5);
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        let snap = snapshot(LockType::QSpinLock);
+        let get = |n: &str| snap.iter().find(|(k, _)| *k == n).unwrap().1;
+        if enabled() {
+            assert_eq!(get("lock_use_node4"), 8000);
+            assert_eq!(get("lock_use_node3"), 40);
+            reset_all();
+            assert_eq!(read(Event::LockUseNode4), 0);
+        } else {
+            assert!(snap.iter().all(|&(_, v)| v == 0));
+        }
+    }
+}

@@ -1,0 +1,766 @@
+//! Queued spinlock: the kernel's qspinlock in one 32-bit word.
+//!
+//! An uncontended lock is one CAS. A second locker does not queue: it sets
+//! the *pending* bit and spins on the locked byte (an embedded
+//! test-and-set lock, cheaper than queueing when contention is light).
+//! Everybody after that queues in an MCS queue of per-thread nodes
+//! ([`crate::thread::ThreadSlot::mcs`]) and spins on its *own* node, so a
+//! contended lock costs one cache-line transfer per hand-over instead of a
+//! stampede. The queue's tail is encoded in the upper half of the lock word,
+//! which is why a lock is 4 bytes however many threads wait on it.
+//!
+//! # The lock word
+//!
+//! ```text
+//!  31                            18 17  16 15           9   8  7                 0
+//! +--------------------------------+------+--------------+---+--------------------+
+//! |  tail thread index (1..=16383) | tail | 0 0 0 0 0 0 0| P |    locked byte     |
+//! |  0 = queue empty               | lvl  |  (unused)    |   |  0 or LOCKED (=1)  |
+//! +--------------------------------+------+--------------+---+--------------------+
+//!  \_______________ tail: 16 bits ________/ \_____ pending byte ____/ \__ locked __/
+//! ```
+//!
+//! * **locked byte** (bits 0–7): [`LOCKED`] while a thread owns the lock.
+//! * **pending** (bit 8, [`PENDING`]; bits 9–15 stay zero): one thread is
+//!   spinning for the lock *without* a queue node, and will take it next.
+//! * **tail** (bits 16–31): the last queued thread's MCS node.
+//!   `tail = thread_index << 18 | level << 16`, with `thread_index` the
+//!   1-based [`crate::thread`] index (1..=16383, so it fits 14 bits) and
+//!   `level` the nesting level 0..=3 of the node it queued with
+//!   (`slot(thread_index).mcs[level]`). Thread indexes start at 1, so
+//!   `tail == 0` means "no queue" — the same convention as the kernel's
+//!   "CPU number + 1", with our index already 1-based.
+//!
+//! # State transitions
+//!
+//! Written as `(tail, pending, locked)`, `n`/`m` a tail, `*` any value.
+//!
+//! ```text
+//! lock fast path      (0,0,0) -> (0,0,1)                  CAS, acquire
+//! unlock              (*,*,1) -> (*,*,0)                  32-bit fetch_sub, release
+//!
+//! pending path (second locker, no queue):
+//!   hand-over wait    (0,1,0): re-read up to PENDING_LOOPS times (a pending
+//!                     waiter is about to take the lock; let it finish)
+//!   contended         (n,*,*) or (*,1,*)  -> queue
+//!   set pending       (0,0,*) -> (0,1,*)                  fetch_or, acquire
+//!   raced             fetch_or saw (n,0,*): undo OUR pending
+//!                     (n,1,*) -> (n,0,*) and queue        (never retry the trylock)
+//!                     fetch_or saw (*,1,*): not ours, nothing to undo; queue
+//!   wait owner        (*,1,1) -> (*,1,0)                  done by the owner's unlock
+//!   take it           (*,1,0) -> (*,0,1)                  clear_pending_set_locked
+//!
+//! queue (MCS):
+//!   xchg_tail         (m,*,*) -> (n,*,*)                  only the tail bits change
+//!   wait for baton    node.locked: 0 -> 1                 set by the predecessor
+//!   head waits        (n,*,*) -> (n,0,0)                  owner and pending gone
+//!   alone: take it    (n,0,0) -> (0,0,1)                  CAS; tail still ours
+//!   not alone         (m,0,0) -> (m,0,1)                  set_locked, then pass the
+//!                                                         baton: next.locked 0 -> 1
+//!   the (n,0,0) race  a pending-setter hit (n,0,0): our CAS sees (n,1,0) and
+//!                     fails; we set_locked (n,1,1); it clears its pending
+//!                     (n,0,1) and queues behind us, so our wait for `next` ends.
+//! ```
+//!
+//! # Memory ordering
+//!
+//! Every write to the lock word is a 32-bit read-modify-write (never a plain
+//! store, never a sub-word access: DESIGN §3), so the word's modification
+//! order is one unbroken release sequence: an acquire read of any value
+//! synchronises with every release RMW before it. Each `Acquire`/`Release`
+//! below says what it pairs with; everything else is `Relaxed`.
+//!
+//! # Tuning
+//!
+//! [`RawQSpinLockWith<PENDING_LOOPS>`] bounds the hand-over wait of the
+//! pending path; [`RawQSpinLock`] uses the kernel's 512. `0` skips the wait,
+//! which is the "patched" column of the 2018 thread: the 2-thread case then
+//! queues instead of taking the pending path and runs at a third of the rate.
+//! Both variants can live in one process.
+
+use crate::events::{self, Event};
+use crate::spin::cpu_relax;
+use crate::sync::AtomicU32;
+use crate::sync::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use crate::thread::{self, QNode, ThreadSlot, MAX_THREADS, MCS_NODES};
+use core::sync::atomic::compiler_fence;
+
+/// Locked byte: bit offset.
+pub const LOCKED_OFFSET: u32 = 0;
+/// Locked byte: width in bits.
+pub const LOCKED_BITS: u32 = 8;
+/// Locked byte mask (bits 0–7).
+pub const LOCKED_MASK: u32 = ((1 << LOCKED_BITS) - 1) << LOCKED_OFFSET;
+/// Locked byte value of a held lock.
+pub const LOCKED: u32 = 1 << LOCKED_OFFSET;
+
+/// Pending byte: bit offset.
+pub const PENDING_OFFSET: u32 = 8;
+/// Pending byte: width in bits (only the lowest is ever set).
+pub const PENDING_BITS: u32 = 8;
+/// Pending byte mask (bits 8–15).
+pub const PENDING_MASK: u32 = ((1 << PENDING_BITS) - 1) << PENDING_OFFSET;
+/// The pending bit (bit 8).
+pub const PENDING: u32 = 1 << PENDING_OFFSET;
+
+/// Locked and pending bytes together (the low half-word).
+pub const LOCKED_PENDING_MASK: u32 = LOCKED_MASK | PENDING_MASK;
+
+/// Tail nesting level (MCS node index): bit offset.
+pub const TAIL_LEVEL_OFFSET: u32 = 16;
+/// Tail nesting level: width in bits.
+pub const TAIL_LEVEL_BITS: u32 = 2;
+/// Tail nesting level mask (bits 16–17).
+pub const TAIL_LEVEL_MASK: u32 = ((1 << TAIL_LEVEL_BITS) - 1) << TAIL_LEVEL_OFFSET;
+/// Tail thread index: bit offset.
+pub const TAIL_THREAD_OFFSET: u32 = TAIL_LEVEL_OFFSET + TAIL_LEVEL_BITS;
+/// Tail thread index: width in bits.
+pub const TAIL_THREAD_BITS: u32 = 32 - TAIL_THREAD_OFFSET;
+/// Tail thread index mask (bits 18–31).
+pub const TAIL_THREAD_MASK: u32 = ((1 << TAIL_THREAD_BITS) - 1) << TAIL_THREAD_OFFSET;
+/// The whole tail (bits 16–31).
+pub const TAIL_MASK: u32 = TAIL_LEVEL_MASK | TAIL_THREAD_MASK;
+
+/// The kernel's (x86) bound on the pending hand-over wait: 0x200 re-reads.
+pub const DEFAULT_PENDING_LOOPS: u32 = 512;
+
+/// `(*,1,0) + PENDING_TO_LOCKED == (*,0,1)`: clear_pending_set_locked as one
+/// 32-bit add (wrapping: it subtracts `PENDING` and adds `LOCKED`).
+const PENDING_TO_LOCKED: u32 = LOCKED.wrapping_sub(PENDING);
+
+const _: () = {
+    assert!(MCS_NODES <= 1 << TAIL_LEVEL_BITS);
+    assert!(MAX_THREADS < 1 << TAIL_THREAD_BITS);
+    assert!(LOCKED_MASK & PENDING_MASK == 0 && LOCKED_PENDING_MASK & TAIL_MASK == 0);
+    assert!(LOCKED_PENDING_MASK | TAIL_MASK == u32::MAX);
+};
+
+/// Algorithm variants, chosen at compile time (a const generic on the
+/// private methods). Only [`CORRECT`] is reachable outside loom builds; the
+/// others exist so the loom model can show it catches a broken lock.
+const CORRECT: u8 = 0;
+/// Broken: the MCS baton (`node.locked`) is passed with `Relaxed` on both
+/// sides (see the loom tests).
+const RELAXED_HANDOFF: u8 = 1;
+/// Broken: a pending-setter that raced with a queue undoes its pending bit
+/// and spins on trylock instead of queueing (the forbidden step-4 variant).
+const UNDO_PENDING_RETRY: u8 = 2;
+
+/// The tail value for MCS node `level` of thread `index`.
+#[inline(always)]
+const fn encode_tail(index: u32, level: u32) -> u32 {
+    (index << TAIL_THREAD_OFFSET) | (level << TAIL_LEVEL_OFFSET)
+}
+
+/// `(thread index, level)` of a non-zero tail.
+#[inline(always)]
+pub const fn decode_tail(tail: u32) -> (u32, u32) {
+    (
+        (tail & TAIL_THREAD_MASK) >> TAIL_THREAD_OFFSET,
+        (tail & TAIL_LEVEL_MASK) >> TAIL_LEVEL_OFFSET,
+    )
+}
+
+/// The MCS node a non-zero tail names. Slots are never freed, so this is
+/// valid memory even if that thread has moved on.
+#[inline(always)]
+fn tail_node(tail: u32) -> &'static QNode {
+    let (index, level) = decode_tail(tail);
+    &thread::slot(index).mcs[level as usize]
+}
+
+/// Queued spinlock with a tunable pending hand-over wait (see the
+/// [module docs](self)). 4 bytes. Use it through [`crate::SpinLock`] or
+/// `lock_api::Mutex<RawQSpinLockWith<N>, T>`.
+#[cfg_attr(not(loom), repr(transparent))]
+pub struct RawQSpinLockWith<const PENDING_LOOPS: u32> {
+    word: AtomicU32,
+    /// Loom only: which rare paths an execution went through, so the model
+    /// tests can prove they reached them.
+    #[cfg(loom)]
+    probe: Probe,
+}
+
+/// The queued spinlock with the kernel's pending wait (512 re-reads).
+pub type RawQSpinLock = RawQSpinLockWith<DEFAULT_PENDING_LOOPS>;
+
+impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
+    /// An unlocked lock.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self {
+            word: AtomicU32::new(0),
+        }
+    }
+
+    /// An unlocked lock (loom atomics cannot be built in a `const fn`).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self {
+            word: AtomicU32::new(0),
+            probe: Probe::default(),
+        }
+    }
+
+    /// Acquire the lock, spinning until it is ours.
+    #[inline]
+    pub fn raw_lock(&self) {
+        self.lock_with::<CORRECT>();
+    }
+
+    /// Take the lock if it is free (and nobody is queued); never spins.
+    #[inline]
+    pub fn raw_try_lock(&self) -> bool {
+        // Read first: a CAS on a contended line would steal it from the
+        // owner for nothing.
+        self.word.load(Relaxed) == 0
+            // (0,0,0) -> (0,0,1). Acquire pairs with the Release of the
+            // previous owner's unlock.
+            && self.word.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok()
+    }
+
+    /// Release the lock.
+    ///
+    /// # Safety
+    /// The lock must be held, by this thread or by one that handed its
+    /// ownership over (the guard is `Send`).
+    #[inline]
+    pub unsafe fn raw_unlock(&self) {
+        // (*,*,1) -> (*,*,0). A 32-bit RMW, not a byte store (DESIGN §3:
+        // one access size per word). Release pairs with the Acquire of
+        // whoever takes the lock next: the fast-path / trylock CAS, the
+        // pending waiter's fetch_or or locked-byte wait, or the queue
+        // head's wait for (n,0,0).
+        let old = self.word.fetch_sub(LOCKED, Release);
+        debug_assert_eq!(old & LOCKED_MASK, LOCKED, "unlock of an unlocked qspinlock");
+    }
+
+    /// Locked, pending or queued: a [`raw_try_lock`](Self::raw_try_lock) now
+    /// would fail. A snapshot that may be stale at once.
+    #[inline]
+    pub fn is_contended_or_locked(&self) -> bool {
+        self.word.load(Relaxed) != 0
+    }
+
+    /// The raw lock word, for tests and debugging.
+    #[doc(hidden)]
+    #[inline]
+    pub fn word(&self) -> u32 {
+        self.word.load(Relaxed)
+    }
+
+    #[inline(always)]
+    fn lock_with<const MODE: u8>(&self) {
+        // (0,0,0) -> (0,0,1). Acquire pairs with the Release of the
+        // previous owner's unlock.
+        if let Err(val) = self.word.compare_exchange(0, LOCKED, Acquire, Relaxed) {
+            self.lock_slow::<MODE>(val);
+        }
+    }
+
+    /// Steps 1–6 of DESIGN §4.1: the pending path, or off to the queue.
+    #[cold]
+    #[inline(never)]
+    fn lock_slow<const MODE: u8>(&self, mut val: u32) {
+        // 1. (0,1,0): a pending waiter is taking the lock right now
+        //    (between its wait and clear_pending_set_locked). Give it a
+        //    bounded number of re-reads to finish, so we can use the
+        //    pending bit instead of queueing. Relaxed: only a hint; the
+        //    fetch_or below does the acquiring.
+        if val == PENDING {
+            let mut left = PENDING_LOOPS;
+            while left > 0 {
+                cpu_relax();
+                val = self.word.load(Relaxed);
+                if val != PENDING {
+                    break;
+                }
+                left -= 1;
+            }
+        }
+
+        // 2. (*,1,*) or (n,*,*): someone is ahead of us without being the
+        //    owner. Queue.
+        if val & !LOCKED_MASK != 0 {
+            return self.queue::<MODE>();
+        }
+
+        // 3. (0,0,*) -> (0,1,*). One unconditional fetch_or, never a CAS
+        //    loop: a CAS can fail forever while other lockers make the word
+        //    flip between (0,0,0) and (0,0,1). Acquire: if the old locked
+        //    byte was 0 this is our lock acquisition; it pairs with the
+        //    Release of the last unlock.
+        val = self.word.fetch_or(PENDING, Acquire);
+
+        // 4. The word changed under us: pending or a queue was there first.
+        if val & !LOCKED_MASK != 0 {
+            // Undo the pending bit only if it was us who set it:
+            // (n,1,*) -> (n,0,*). If the old pending bit was set, it belongs
+            // to another thread and we changed nothing.
+            if val & PENDING_MASK == 0 {
+                #[cfg(loom)]
+                if val & LOCKED_MASK == 0 {
+                    // We hit (n,0,0): the queue head may be at its final CAS.
+                    Probe::hit(&self.probe.pender_hit_unlocked_queue);
+                }
+                // Relaxed: nothing is published; the queue head merely waits
+                // for the bit to go.
+                self.word.fetch_and(!PENDING, Relaxed);
+            }
+            if MODE == UNDO_PENDING_RETRY {
+                // BROKEN (loom only): "undo and retry the trylock". If our
+                // pending made the head's (n,0,0) -> (0,0,1) CAS fail, the
+                // head now holds (n,*,1) and waits for a successor that
+                // never comes, and we wait for a free lock that never comes.
+                while !self.raw_try_lock() {
+                    cpu_relax();
+                }
+                return;
+            }
+            // Never undo-and-retry: queueing is what provides the successor
+            // a head that lost its final CAS to our pending bit waits for.
+            return self.queue::<MODE>();
+        }
+
+        // 5. We own pending: (0,1,*). Wait for the owner to go,
+        //    (*,1,1) -> (*,1,0). A tail may appear meanwhile; the queue head
+        //    waits for our pending bit to clear. Acquire pairs with the
+        //    Release of the owner's unlock.
+        if val & LOCKED_MASK != 0 {
+            while self.word.load(Acquire) & LOCKED_MASK != 0 {
+                cpu_relax();
+            }
+        }
+
+        // 6. clear_pending_set_locked: (*,1,0) -> (*,0,1), one 32-bit RMW so
+        //    a concurrent xchg_tail is not lost. Relaxed: we acquired in
+        //    step 3 or 5; nobody else can take the lock while pending is
+        //    ours (lockers see pending/tail and queue, the head waits).
+        self.word.fetch_add(PENDING_TO_LOCKED, Relaxed);
+        events::inc(Event::LockPending);
+        #[cfg(loom)]
+        Probe::hit(&self.probe.pending_taken);
+    }
+
+    /// Steps 7–10: queue on an MCS node and wait for our turn.
+    #[inline(never)]
+    fn queue<const MODE: u8>(&self) {
+        events::inc(Event::LockSlowpath);
+
+        // 7. Take the next MCS node of this thread. Nesting (a signal
+        //    handler locking while its thread is queued on another lock)
+        //    uses the next level; past the last one, or without a slot,
+        //    there is no node: spin on trylock instead.
+        let Some(slot) = thread::current() else {
+            return self.lock_no_node();
+        };
+        // Relaxed: only this thread (and a signal handler on it, which
+        // restores it before returning) touches mcs_depth.
+        let level = slot.mcs_depth.load(Relaxed);
+        if level as usize >= MCS_NODES {
+            return self.lock_no_node();
+        }
+        slot.mcs_depth.store(level + 1, Relaxed);
+        // The claim must not sink below the node's initialisation, or a
+        // signal handler arriving in between would reuse this node.
+        compiler_fence(Release);
+        match level {
+            1 => events::inc(Event::LockUseNode2),
+            2 => events::inc(Event::LockUseNode3),
+            3 => events::inc(Event::LockUseNode4),
+            _ => {}
+        }
+
+        let node: &QNode = &slot.mcs[level as usize];
+        let tail = encode_tail(slot.index, level);
+        // Relaxed: published by xchg_tail's Release below.
+        node.locked.store(0, Relaxed);
+        node.next.store(core::ptr::null_mut(), Relaxed);
+
+        // One more try: touching the node took time (its line may have been
+        // cold), and the lock may be free by now.
+        if self.raw_try_lock() {
+            return Self::put_node(slot, level);
+        }
+
+        // Publish our node as the new tail: (m,*,*) -> (n,*,*).
+        let old = self.xchg_tail(tail);
+
+        // 8. There was a queue: link behind the previous tail and wait for
+        //    the MCS baton.
+        if old & TAIL_MASK != 0 {
+            #[cfg(loom)]
+            Probe::hit(&self.probe.queued_behind);
+            let prev = tail_node(old);
+            // Release pairs with the predecessor's Acquire load of its
+            // `next` in step 10: it publishes our `locked = 0` before the
+            // predecessor may store 1 into it.
+            prev.next.store(node as *const QNode as *mut QNode, Release);
+            // Acquire pairs with the predecessor's Release store of the
+            // baton: it makes the predecessor's set_locked (and everything
+            // before it) visible, so the lock-word reads below cannot see a
+            // stale (*,0,0) from before the predecessor took the lock.
+            let observe = if MODE == RELAXED_HANDOFF {
+                Relaxed // BROKEN (loom only)
+            } else {
+                Acquire
+            };
+            while node.locked.load(observe) == 0 {
+                cpu_relax();
+            }
+        }
+
+        // 9. We are the queue head: wait for the owner and the pending
+        //    waiter to go, (n,*,*) -> (n,0,0). Acquire pairs with the
+        //    Release of the last unlock: this is our lock acquisition.
+        let val = loop {
+            let v = self.word.load(Acquire);
+            if v & LOCKED_PENDING_MASK == 0 {
+                break v;
+            }
+            cpu_relax();
+        };
+
+        // 10. If we are also the tail, nobody is behind us: take the lock
+        //     and empty the queue at once, (n,0,0) -> (0,0,1). Relaxed: we
+        //     acquired in step 9. The CAS fails if a successor swapped the
+        //     tail, or if a pending-setter hit (n,0,0) — it will clear its
+        //     pending and queue behind us, so either way a successor comes.
+        if val & TAIL_MASK == tail {
+            if self
+                .word
+                .compare_exchange(val, LOCKED, Relaxed, Relaxed)
+                .is_ok()
+            {
+                return Self::put_node(slot, level);
+            }
+            #[cfg(loom)]
+            Probe::hit(&self.probe.head_cas_lost);
+        }
+
+        // Not alone: set_locked, (m,*,0) -> (m,*,1). A 32-bit RMW, as
+        // pending may be flipping concurrently. Relaxed: acquired in step 9;
+        // no other thread can take the lock from (m,*,0): fast path and
+        // trylock need 0, a pending-setter sees the tail and queues.
+        self.word.fetch_or(LOCKED, Relaxed);
+
+        // Wait for the successor to link itself. Acquire pairs with its
+        // Release store of our `next`: its node's `locked = 0` is then
+        // ordered before our store of 1.
+        let next = loop {
+            let n = node.next.load(Acquire);
+            if !n.is_null() {
+                break n;
+            }
+            cpu_relax();
+        };
+        // Pass the MCS baton. Release pairs with the successor's Acquire
+        // spin on its `locked`: it publishes our set_locked above.
+        let publish = if MODE == RELAXED_HANDOFF {
+            Relaxed // BROKEN (loom only)
+        } else {
+            Release
+        };
+        // SAFETY: `next` points into a ThreadSlot, which is never freed; its
+        // owner is spinning on it until we store 1.
+        unsafe { (*next).locked.store(1, publish) };
+        #[cfg(loom)]
+        Probe::hit(&self.probe.handoffs);
+        Self::put_node(slot, level);
+    }
+
+    /// Release the MCS node claimed at `level`.
+    #[inline(always)]
+    fn put_node(slot: &ThreadSlot, level: u32) {
+        // Our last use of the node must not sink below its release.
+        compiler_fence(Release);
+        slot.mcs_depth.store(level, Relaxed);
+    }
+
+    /// Replace the tail bits, keep locked and pending: (m,p,l) -> (n,p,l).
+    /// Returns the old word.
+    ///
+    /// A CAS loop over the whole word (no single 32-bit RMW can replace a
+    /// bit field of unknown old value). It is lock-free rather than
+    /// starvation-prone like the pending CAS loop the seed removed: it only
+    /// retries when another thread's RMW succeeded, and only the rare
+    /// pending/locked flips race with it, not a stream of acquisitions.
+    ///
+    /// AcqRel on success: Release publishes our node's initialisation to
+    /// the successor that will read our tail here (pairs with its Acquire);
+    /// Acquire makes the predecessor's node initialisation (its `next =
+    /// null`) happen-before our link store into it (pairs with its Release).
+    #[inline(always)]
+    fn xchg_tail(&self, tail: u32) -> u32 {
+        let mut old = self.word.load(Relaxed);
+        loop {
+            let new = (old & LOCKED_PENDING_MASK) | tail;
+            match self.word.compare_exchange_weak(old, new, AcqRel, Relaxed) {
+                Ok(_) => return old,
+                Err(now) => old = now,
+            }
+        }
+    }
+
+    /// No MCS node to queue with: spin on trylock until it succeeds. Unfair
+    /// (queued threads go first), but only reached at nesting depth 5 or
+    /// by a thread without a slot.
+    #[cold]
+    #[inline(never)]
+    fn lock_no_node(&self) {
+        events::inc(Event::LockNoNode);
+        #[cfg(loom)]
+        Probe::hit(&self.probe.no_node);
+        while !self.raw_try_lock() {
+            cpu_relax();
+        }
+    }
+}
+
+impl<const PENDING_LOOPS: u32> Default for RawQSpinLockWith<PENDING_LOOPS> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const PENDING_LOOPS: u32> core::fmt::Debug for RawQSpinLockWith<PENDING_LOOPS> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let w = self.word();
+        let (index, level) = decode_tail(w);
+        f.debug_struct("RawQSpinLock")
+            .field("pending_loops", &PENDING_LOOPS)
+            .field("tail_thread", &index)
+            .field("tail_level", &level)
+            .field("pending", &((w & PENDING_MASK) >> PENDING_OFFSET))
+            .field("locked", &(w & LOCKED_MASK))
+            .finish()
+    }
+}
+
+// SAFETY: mutual exclusion as argued in the module docs (and checked by the
+// loom model); acquire on every successful lock path, release on unlock.
+// Unlock touches only the lock word, so ownership may move between threads
+// (GuardSend).
+#[cfg(not(loom))]
+unsafe impl<const PENDING_LOOPS: u32> lock_api::RawMutex for RawQSpinLockWith<PENDING_LOOPS> {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    type Guard = lock_api::GuardSend;
+
+    #[inline]
+    fn lock(&self) -> Self::Guard {
+        self.raw_lock();
+        lock_api::GuardSend::new()
+    }
+
+    #[inline]
+    fn try_lock(&self) -> Option<Self::Guard> {
+        self.raw_try_lock().then(lock_api::GuardSend::new)
+    }
+
+    #[inline]
+    unsafe fn unlock(&self, _guard: Self::Guard) {
+        // SAFETY: the caller passes the guard of a held lock.
+        unsafe { self.raw_unlock() }
+    }
+
+    /// True while the lock is held, a pending waiter is taking it over, or
+    /// threads are queued: whenever a `try_lock` would fail.
+    #[inline]
+    fn is_locked(&self) -> bool {
+        self.is_contended_or_locked()
+    }
+}
+
+/// Loom-only record of the rare paths one model execution took. Plain std
+/// atomics: bookkeeping outside the model.
+#[cfg(loom)]
+#[derive(Debug, Default)]
+#[doc(hidden)]
+pub struct Probe {
+    /// Took the lock through the pending bit.
+    pub pending_taken: std::sync::atomic::AtomicU32,
+    /// A pending-setter's fetch_or saw (n,0,0).
+    pub pender_hit_unlocked_queue: std::sync::atomic::AtomicU32,
+    /// Queued behind a predecessor.
+    pub queued_behind: std::sync::atomic::AtomicU32,
+    /// The head's (n,0,0) -> (0,0,1) CAS failed with the tail still ours.
+    pub head_cas_lost: std::sync::atomic::AtomicU32,
+    /// Passed the MCS baton.
+    pub handoffs: std::sync::atomic::AtomicU32,
+    /// Used the no-node fallback.
+    pub no_node: std::sync::atomic::AtomicU32,
+}
+
+#[cfg(loom)]
+impl Probe {
+    fn hit(c: &std::sync::atomic::AtomicU32) {
+        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(loom)]
+impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
+    /// Loom only: paths this lock's execution went through.
+    #[doc(hidden)]
+    pub fn probe(&self) -> &Probe {
+        &self.probe
+    }
+}
+
+/// Deliberately broken variants, compiled only for loom, so the model tests
+/// can show that the model fails on a lock that is wrong.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod broken {
+    use super::*;
+
+    macro_rules! broken_lock {
+        ($(#[$doc:meta])* $name:ident, $mode:expr) => {
+            $(#[$doc])*
+            #[derive(Debug, Default)]
+            pub struct $name<const PENDING_LOOPS: u32>(pub RawQSpinLockWith<PENDING_LOOPS>);
+
+            impl<const PENDING_LOOPS: u32> $name<PENDING_LOOPS> {
+                pub fn new() -> Self {
+                    Self(RawQSpinLockWith::new())
+                }
+                pub fn raw_lock(&self) {
+                    self.0.lock_with::<{ $mode }>();
+                }
+                /// # Safety
+                /// As [`RawQSpinLockWith::raw_unlock`].
+                pub unsafe fn raw_unlock(&self) {
+                    unsafe { self.0.raw_unlock() }
+                }
+            }
+        };
+    }
+
+    broken_lock!(
+        /// The MCS baton passed with `Relaxed` store and load: the new queue
+        /// head can read a stale (n,0,0) from before its predecessor's
+        /// set_locked and enter the critical section beside it.
+        RelaxedHandoff,
+        RELAXED_HANDOFF
+    );
+    broken_lock!(
+        /// Step 4 done wrong: undo pending and spin on trylock instead of
+        /// queueing. A liveness bug (head and spinner wait for each other).
+        UndoPendingRetry,
+        UNDO_PENDING_RETRY
+    );
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use lock_api::RawMutex;
+
+    #[test]
+    fn four_bytes() {
+        assert_eq!(core::mem::size_of::<RawQSpinLock>(), 4);
+        assert_eq!(core::mem::size_of::<RawQSpinLockWith<0>>(), 4);
+        assert_eq!(core::mem::align_of::<RawQSpinLock>(), 4);
+        assert_eq!(core::mem::size_of::<crate::SpinLock<()>>(), 4);
+    }
+
+    #[test]
+    fn tail_round_trips() {
+        for (i, l) in [(1, 0), (1, 3), (MAX_THREADS, 0), (MAX_THREADS, 3), (77, 2)] {
+            let t = encode_tail(i, l);
+            assert_ne!(t, 0);
+            assert_eq!(t & LOCKED_PENDING_MASK, 0);
+            assert_eq!(decode_tail(t), (i, l));
+        }
+        assert_eq!(
+            PENDING_TO_LOCKED.wrapping_add(encode_tail(9, 1) | PENDING),
+            encode_tail(9, 1) | LOCKED
+        );
+    }
+
+    #[test]
+    fn lock_try_lock_unlock() {
+        let l = RawQSpinLock::INIT;
+        assert!(!l.is_locked());
+        let g = l.lock();
+        assert!(l.is_locked());
+        assert_eq!(l.word(), LOCKED);
+        assert!(l.try_lock().is_none());
+        unsafe { l.unlock(g) };
+        assert!(!l.is_locked());
+        assert_eq!(l.word(), 0);
+        let g = l.try_lock().expect("free lock");
+        assert!(l.is_locked());
+        unsafe { l.unlock(g) };
+        assert_eq!(l.word(), 0);
+        assert!(format!("{l:?}").contains("locked: 0"));
+    }
+
+    #[test]
+    fn mutex_wrapper() {
+        let m = crate::SpinLock::new(5u64);
+        *m.lock() += 1;
+        assert_eq!(*m.lock(), 6);
+        assert!(m.try_lock().is_some());
+        let g = m.lock();
+        assert!(m.try_lock().is_none());
+        drop(g);
+        assert_eq!(m.into_inner(), 6);
+    }
+
+    /// Two threads: the second locker takes the pending path.
+    #[test]
+    fn contended_lock_is_exclusive_and_counted() {
+        let _serial = crate::events::TEST_SERIAL
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let before = events::snapshot(events::LockType::QSpinLock);
+        let lock = RawQSpinLock::new();
+        let sum = std::sync::atomic::AtomicU64::new(0);
+        let inside = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..20_000 {
+                        lock.raw_lock();
+                        assert!(!inside.swap(true, Relaxed));
+                        let v = sum.load(Relaxed);
+                        sum.store(v + 1, Relaxed);
+                        inside.store(false, Relaxed);
+                        unsafe { lock.raw_unlock() };
+                    }
+                });
+            }
+        });
+        assert_eq!(sum.into_inner(), 40_000);
+        assert_eq!(lock.word(), 0);
+
+        // Deterministic: the pending path. A holds; B must take pending.
+        let lock = RawQSpinLock::new();
+        lock.raw_lock();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                lock.raw_lock();
+                unsafe { lock.raw_unlock() };
+            });
+            while lock.word() & PENDING == 0 {
+                std::thread::yield_now();
+            }
+            assert_eq!(lock.word(), PENDING | LOCKED);
+            unsafe { lock.raw_unlock() };
+        });
+        assert_eq!(lock.word(), 0);
+        let after = events::snapshot(events::LockType::QSpinLock);
+        let delta = |name: &str| {
+            let a = after.iter().find(|(n, _)| *n == name).unwrap().1;
+            let b = before.iter().find(|(n, _)| *n == name).unwrap().1;
+            a - b
+        };
+        if events::enabled() {
+            assert!(delta("lock_pending") >= 1, "{after:?}");
+        } else {
+            assert!(after.iter().all(|&(_, v)| v == 0));
+        }
+    }
+}
