@@ -426,6 +426,8 @@ impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
         //     acquired in step 9. The CAS fails if a successor swapped the
         //     tail, or if a pending-setter hit (n,0,0) — it will clear its
         //     pending and queue behind us, so either way a successor comes.
+        // Nested, not collapsed: a loom-only probe follows the inner `if`.
+        #[allow(clippy::collapsible_if)]
         if val & TAIL_MASK == tail {
             if self
                 .word
