@@ -4,21 +4,36 @@
 //! tid, cpu, clock), [`thread`] (thread index and per-thread queue nodes),
 //! [`spin`] (relax and time-bounded spin budgets).
 //!
-//! Locks: [`qspinlock`] (the queued spinlock, [`SpinLock`]).
+//! Locks: [`qspinlock`] (the queued spinlock, [`SpinLock`]), [`mutex`]
+//! (the optimistic-spinning mutex, [`Mutex`], with [`Condvar`]), built on
+//! [`osq`] (the optimistic spin queue) and [`oncpu`] (the owner-running
+//! oracle).
 //!
 //! Instruments: [`events`] (per-lock-type event counters, feature `events`).
 
+#[cfg(not(loom))]
+pub mod condvar;
 pub mod events;
+pub mod mutex;
+pub mod oncpu;
+pub mod osq;
 pub mod qspinlock;
 pub mod spin;
 pub mod sync;
 pub mod sys;
 pub mod thread;
 
+#[cfg(not(loom))]
+pub use condvar::{RawCondvar, RawCondvarWith};
+pub use mutex::{RawMutex, RawMutexWith};
 pub use qspinlock::{RawQSpinLock, RawQSpinLockWith};
 
 /// A spinlock-protected value: the kernel's queued spinlock
 /// ([`RawQSpinLock`]) behind `lock_api`'s `Mutex` API.
+///
+/// A pure FIFO spinlock: for threads ≤ CPUs and short critical sections.
+/// With more runnable threads than CPUs, hand-overs to preempted waiters
+/// stall it (see [`qspinlock`]); use [`Mutex`] there.
 ///
 /// ```
 /// let counter = klock::SpinLock::new(0u64);
@@ -37,3 +52,64 @@ pub type SpinLockGuard<'a, T> = lock_api::MutexGuard<'a, RawQSpinLock, T>;
 #[cfg(not(loom))]
 pub type SpinLockWith<const PENDING_LOOPS: u32, T> =
     lock_api::Mutex<RawQSpinLockWith<PENDING_LOOPS>, T>;
+
+/// A mutex with optimistic spinning on a running owner ([`RawMutex`]):
+/// the kernel's `struct mutex` behind `lock_api`'s `Mutex` API. Spins or
+/// not according to the global switch ([`mutex::set_owner_spin`],
+/// `KLOCK_OWNER_SPIN=0`).
+///
+/// ```
+/// let counter = klock::Mutex::new(0u64);
+/// *counter.lock() += 1;
+/// assert_eq!(*counter.lock(), 1);
+/// ```
+#[cfg(not(loom))]
+pub type Mutex<T> = lock_api::Mutex<RawMutex, T>;
+
+/// Guard of a [`Mutex`].
+#[cfg(not(loom))]
+pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;
+
+/// A mapped guard of a [`Mutex`].
+#[cfg(not(loom))]
+pub type MappedMutexGuard<'a, T> = lock_api::MappedMutexGuard<'a, RawMutex, T>;
+
+/// A [`Mutex`] with a fixed spin mode: [`mutex::OWNER_SPIN`],
+/// [`mutex::NO_OWNER_SPIN`] or [`mutex::OWNER_SPIN_GLOBAL`]. Both fixed
+/// modes can be used side by side in one process.
+#[cfg(not(loom))]
+pub type MutexWith<const SPIN: u8, T> = lock_api::Mutex<RawMutexWith<SPIN>, T>;
+
+/// Guard of a [`MutexWith`].
+#[cfg(not(loom))]
+pub type MutexWithGuard<'a, const SPIN: u8, T> = lock_api::MutexGuard<'a, RawMutexWith<SPIN>, T>;
+
+/// A [`Mutex`] that always spins on a running owner (kernel `OWNER_SPIN`).
+#[cfg(not(loom))]
+pub type OwnerSpinMutex<T> = MutexWith<{ mutex::OWNER_SPIN }, T>;
+
+/// A [`Mutex`] that never spins (kernel `NO_OWNER_SPIN`): contended
+/// lockers go straight to sleep.
+#[cfg(not(loom))]
+pub type NoOwnerSpinMutex<T> = MutexWith<{ mutex::NO_OWNER_SPIN }, T>;
+
+/// Condition variable for [`Mutex`] (futex on a sequence number).
+///
+/// ```
+/// let pair = std::sync::Arc::new((klock::Mutex::new(false), klock::Condvar::new()));
+/// let p2 = pair.clone();
+/// let t = std::thread::spawn(move || {
+///     *p2.0.lock() = true;
+///     p2.1.notify_one();
+/// });
+/// let mut ready = pair.0.lock();
+/// pair.1.wait_while(&mut ready, |r| !*r);
+/// drop(ready);
+/// t.join().unwrap();
+/// ```
+#[cfg(not(loom))]
+pub type Condvar = lock_api::Condvar<RawCondvar>;
+
+/// Condition variable for a [`MutexWith`] of the same spin mode.
+#[cfg(not(loom))]
+pub type CondvarWith<const SPIN: u8> = lock_api::Condvar<RawCondvarWith<SPIN>>;

@@ -75,13 +75,25 @@
 //! [`RawQSpinLockWith<PENDING_LOOPS>`] bounds the hand-over wait of the
 //! pending path; [`RawQSpinLock`] uses the kernel's 512. `0` skips the wait,
 //! which is the "patched" column of the 2018 thread: the 2-thread case then
-//! queues instead of taking the pending path and runs at a third of the rate.
-//! Both variants can live in one process.
+//! queues instead of taking the pending path (the seed measured 11.6 vs
+//! 4.2 Mop/s). Both variants can live in one process.
+//!
+//! # When not to use it
+//!
+//! This is a pure spinlock, and its waiters are served in FIFO order. The
+//! kernel can afford that because a spinlock holder or waiter is never
+//! preempted; a userspace thread is. With more runnable threads than CPUs,
+//! the next waiter in the queue is often not running, and every hand-over
+//! then waits for that waiter's next time slice (milliseconds): throughput
+//! collapses by orders of magnitude (a ticket lock does the same; a
+//! test-and-set lock does not, at the price of fairness). Use it where
+//! threads ≤ CPUs and critical sections are short; otherwise use a
+//! sleeping lock.
 
 use crate::events::{self, Event};
 use crate::spin::cpu_relax;
-use crate::sync::AtomicU32;
-use crate::sync::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use crate::sync::Ordering::{self, AcqRel, Acquire, Relaxed, Release};
+use crate::sync::{AtomicPtr, AtomicU32};
 use crate::thread::{self, QNode, ThreadSlot, MAX_THREADS, MCS_NODES};
 use core::sync::atomic::compiler_fence;
 
@@ -167,6 +179,100 @@ pub const fn decode_tail(tail: u32) -> (u32, u32) {
 fn tail_node(tail: u32) -> &'static QNode {
     let (index, level) = decode_tail(tail);
     &thread::slot(index).mcs[level as usize]
+}
+
+/// One spin-wait: relax, then re-read. Every wait's *first* read is a plain
+/// load at the call site; re-reads go through this.
+///
+/// Natively a re-read is `cpu_relax()` and a plain load: nothing else.
+///
+/// Under loom, a spin-wait needs care or the model never ends (both seen
+/// with this lock under loom 0.7):
+///
+/// * loom may hand a spinning thread the same superseded store on every
+///   re-read, yields notwithstanding (it tracks modification order as a
+///   partial order), so a correct wait can spin forever and the model dies
+///   at its branch limit;
+/// * re-reading with an RMW instead (which reads the newest store) makes
+///   two spinners' re-reads dependent writes, and DPOR then explores them
+///   ping-ponging without end while the owner never runs.
+///
+/// So the first [`LOOM_SPIN_EXPLORE`] re-reads are plain loads, which loom
+/// explores fully (stale values included: the reads a lock must tolerate).
+/// After that the wait calls `loom::skip_branch()`, which stops exploring
+/// alternatives for the rest of this execution: a spin read that does not
+/// end the wait has no effect on other threads, so what could happen after
+/// a longer spin is covered by the executions in which this thread was
+/// scheduled later and spun less. The wait then finishes with `fetch_or(0)`
+/// re-reads, which read the newest value (eventual visibility, which
+/// hardware provides). The
+/// ordering is kept, so an Acquire re-read still synchronises and a Relaxed
+/// one does not. A wait that can never be satisfied (a livelocked lock)
+/// still spins forever and loom reports it at its branch limit.
+struct Spin {
+    #[cfg(loom)]
+    rereads: u32,
+}
+
+/// Under loom: plain-load re-reads explored per wait before pruning.
+#[cfg(loom)]
+pub const LOOM_SPIN_EXPLORE: u32 = 3;
+
+impl Spin {
+    #[inline(always)]
+    fn new() -> Self {
+        Spin {
+            #[cfg(loom)]
+            rereads: 0,
+        }
+    }
+
+    #[cfg(not(loom))]
+    #[inline(always)]
+    fn reread(&mut self, a: &AtomicU32, order: Ordering) -> u32 {
+        cpu_relax();
+        a.load(order)
+    }
+
+    #[cfg(not(loom))]
+    #[inline(always)]
+    fn reread_ptr(&mut self, a: &AtomicPtr<QNode>, order: Ordering) -> *mut QNode {
+        cpu_relax();
+        a.load(order)
+    }
+
+    /// Whether this re-read is past the explored ones.
+    #[cfg(loom)]
+    fn past_explored(&mut self) -> bool {
+        cpu_relax();
+        self.rereads += 1;
+        if self.rereads == LOOM_SPIN_EXPLORE + 1 {
+            loom::skip_branch();
+        }
+        self.rereads > LOOM_SPIN_EXPLORE
+    }
+
+    #[cfg(loom)]
+    fn reread(&mut self, a: &AtomicU32, order: Ordering) -> u32 {
+        if self.past_explored() {
+            a.fetch_or(0, order)
+        } else {
+            a.load(order)
+        }
+    }
+
+    #[cfg(loom)]
+    fn reread_ptr(&mut self, a: &AtomicPtr<QNode>, order: Ordering) -> *mut QNode {
+        if self.past_explored() {
+            let null = core::ptr::null_mut();
+            // Success and failure both read the newest value.
+            match a.compare_exchange(null, null, order, order) {
+                Ok(p) | Err(p) => p,
+            }
+        } else {
+            a.load(order)
+        }
+    }
 }
 
 /// Queued spinlock with a tunable pending hand-over wait (see the
@@ -312,10 +418,7 @@ impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
                 // pending made the head's (n,0,0) -> (0,0,1) CAS fail, the
                 // head now holds (n,*,1) and waits for a successor that
                 // never comes, and we wait for a free lock that never comes.
-                while !self.raw_try_lock() {
-                    cpu_relax();
-                }
-                return;
+                return self.spin_on_trylock();
             }
             // Never undo-and-retry: queueing is what provides the successor
             // a head that lost its final CAS to our pending bit waits for.
@@ -327,8 +430,10 @@ impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
         //    waits for our pending bit to clear. Acquire pairs with the
         //    Release of the owner's unlock.
         if val & LOCKED_MASK != 0 {
-            while self.word.load(Acquire) & LOCKED_MASK != 0 {
-                cpu_relax();
+            let mut spin = Spin::new();
+            let mut v = self.word.load(Acquire);
+            while v & LOCKED_MASK != 0 {
+                v = spin.reread(&self.word, Acquire);
             }
         }
 
@@ -405,39 +510,39 @@ impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
             } else {
                 Acquire
             };
-            while node.locked.load(observe) == 0 {
-                cpu_relax();
+            let mut spin = Spin::new();
+            let mut baton = node.locked.load(observe);
+            while baton == 0 {
+                baton = spin.reread(&node.locked, observe);
             }
         }
 
         // 9. We are the queue head: wait for the owner and the pending
         //    waiter to go, (n,*,*) -> (n,0,0). Acquire pairs with the
         //    Release of the last unlock: this is our lock acquisition.
-        let val = loop {
-            let v = self.word.load(Acquire);
-            if v & LOCKED_PENDING_MASK == 0 {
-                break v;
-            }
-            cpu_relax();
-        };
+        let mut spin = Spin::new();
+        let mut val = self.word.load(Acquire);
+        while val & LOCKED_PENDING_MASK != 0 {
+            val = spin.reread(&self.word, Acquire);
+        }
 
         // 10. If we are also the tail, nobody is behind us: take the lock
         //     and empty the queue at once, (n,0,0) -> (0,0,1). Relaxed: we
         //     acquired in step 9. The CAS fails if a successor swapped the
         //     tail, or if a pending-setter hit (n,0,0) — it will clear its
         //     pending and queue behind us, so either way a successor comes.
-        // Nested, not collapsed: a loom-only probe follows the inner `if`.
-        #[allow(clippy::collapsible_if)]
         if val & TAIL_MASK == tail {
-            if self
-                .word
-                .compare_exchange(val, LOCKED, Relaxed, Relaxed)
-                .is_ok()
-            {
-                return Self::put_node(slot, level);
+            match self.word.compare_exchange(val, LOCKED, Relaxed, Relaxed) {
+                Ok(_) => return Self::put_node(slot, level),
+                Err(_now) => {
+                    // Tail still ours: the (n,0,0) race, a pending-setter
+                    // made us lose (else a successor swapped the tail).
+                    #[cfg(loom)]
+                    if _now & TAIL_MASK == tail {
+                        Probe::hit(&self.probe.head_cas_lost_to_pending);
+                    }
+                }
             }
-            #[cfg(loom)]
-            Probe::hit(&self.probe.head_cas_lost);
         }
 
         // Not alone: set_locked, (m,*,0) -> (m,*,1). A 32-bit RMW, as
@@ -449,13 +554,11 @@ impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
         // Wait for the successor to link itself. Acquire pairs with its
         // Release store of our `next`: its node's `locked = 0` is then
         // ordered before our store of 1.
-        let next = loop {
-            let n = node.next.load(Acquire);
-            if !n.is_null() {
-                break n;
-            }
-            cpu_relax();
-        };
+        let mut spin = Spin::new();
+        let mut next = node.next.load(Acquire);
+        while next.is_null() {
+            next = spin.reread_ptr(&node.next, Acquire);
+        }
         // Pass the MCS baton. Release pairs with the successor's Acquire
         // spin on its `locked`: it publishes our set_locked above.
         let publish = if MODE == RELAXED_HANDOFF {
@@ -513,8 +616,26 @@ impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
         events::inc(Event::LockNoNode);
         #[cfg(loom)]
         Probe::hit(&self.probe.no_node);
-        while !self.raw_try_lock() {
-            cpu_relax();
+        self.spin_on_trylock();
+    }
+
+    /// `raw_try_lock` until it succeeds.
+    #[inline(always)]
+    fn spin_on_trylock(&self) {
+        let mut spin = Spin::new();
+        let mut val = self.word.load(Relaxed);
+        loop {
+            // (0,0,0) -> (0,0,1). Acquire pairs with the Release of the
+            // previous owner's unlock.
+            if val == 0
+                && self
+                    .word
+                    .compare_exchange(0, LOCKED, Acquire, Relaxed)
+                    .is_ok()
+            {
+                return;
+            }
+            val = spin.reread(&self.word, Relaxed);
         }
     }
 }
@@ -586,8 +707,9 @@ pub struct Probe {
     pub pender_hit_unlocked_queue: std::sync::atomic::AtomicU32,
     /// Queued behind a predecessor.
     pub queued_behind: std::sync::atomic::AtomicU32,
-    /// The head's (n,0,0) -> (0,0,1) CAS failed with the tail still ours.
-    pub head_cas_lost: std::sync::atomic::AtomicU32,
+    /// The head's (n,0,0) -> (0,0,1) CAS failed with the tail still ours
+    /// (a pending-setter hit (n,0,0)).
+    pub head_cas_lost_to_pending: std::sync::atomic::AtomicU32,
     /// Passed the MCS baton.
     pub handoffs: std::sync::atomic::AtomicU32,
     /// Used the no-node fallback.
@@ -607,6 +729,21 @@ impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
     #[doc(hidden)]
     pub fn probe(&self) -> &Probe {
         &self.probe
+    }
+
+    /// Loom only: lock as a thread whose fast-path CAS observed `val` (and
+    /// was then descheduled) would. Lets a model stage the (n,0,0) race
+    /// without spending its preemption budget on getting there.
+    #[doc(hidden)]
+    pub fn raw_lock_after_observing(&self, val: u32) {
+        self.lock_slow::<CORRECT>(val);
+    }
+
+    /// Loom only: the newest value of the word (an RMW that changes
+    /// nothing), for model scaffolding that waits on lock states.
+    #[doc(hidden)]
+    pub fn word_newest(&self) -> u32 {
+        self.word.fetch_or(0, Relaxed)
     }
 }
 
@@ -629,6 +766,9 @@ pub mod broken {
                 }
                 pub fn raw_lock(&self) {
                     self.0.lock_with::<{ $mode }>();
+                }
+                pub fn raw_lock_after_observing(&self, val: u32) {
+                    self.0.lock_slow::<{ $mode }>(val);
                 }
                 /// # Safety
                 /// As [`RawQSpinLockWith::raw_unlock`].

@@ -1,0 +1,1359 @@
+//! Mutex with optimistic spinning on a running owner (the 2009 "adaptive
+//! spinning" mutex, DESIGN §4.3).
+//!
+//! A contended locker first **spins** — but only while that makes sense:
+//! while the owner is unchanged and running ([`oncpu`]
+//! oracle; by default a calibrated, per-lock adaptive time budget) and the
+//! spinner need not yield. Spinners queue in an [`Osq`] so that only one of
+//! them spins on the lock word. When spinning stops making sense the
+//! locker **sleeps** on its own futex word in a FIFO wait list (precise
+//! wake-ups, no thundering herd). A waiter that has waited too long
+//! ([`handoff_ns`]) makes the next unlock **hand the lock over** to it, so
+//! spinners cannot starve sleepers.
+//!
+//! # The owner word
+//!
+//! ```text
+//!  63 (or 31)                                      3    2         1         0
+//! +-------------------------------------------------+--------+---------+---------+
+//! |        owner tid (0 = unlocked)                 | PICKUP | HANDOFF | WAITERS |
+//! +-------------------------------------------------+--------+---------+---------+
+//! ```
+//!
+//! * **owner** (bits 3..): kernel tid of the owner, `tid << OWNER_SHIFT`;
+//!   0 when unlocked. With `PICKUP` set it names the waiter the lock was
+//!   handed to, which has not taken it yet.
+//! * [`WAITERS`]: the wait list is non-empty; unlock must take the slow
+//!   path and wake the first waiter. Invariant: whenever a thread holds
+//!   `wait_lock` and the list is non-empty, `WAITERS` is set.
+//! * [`HANDOFF`]: the first waiter has waited longer than [`handoff_ns`];
+//!   the next unlock must hand the lock to the first waiter instead of
+//!   releasing it, and nobody but the first waiter may take a free lock.
+//! * [`PICKUP`]: a hand-off is done; the named waiter must pick the lock
+//!   up. Nobody else can take it (the owner field is not 0).
+//!
+//! # State transitions
+//!
+//! Written `(owner, flags)`; `me`, `X`, `W` thread identities, `W` the first
+//! waiter; `F` any flags.
+//!
+//! ```text
+//! fast lock            (0, -)                 -> (me, -)          CAS, acquire
+//! fast unlock          (me, -)                -> (0, -)           CAS, release; fails on any flag
+//! trylock (slow)       (0, F)                 -> (me, F&WAITERS)  CAS, acquire; not if HANDOFF
+//!                                                                 unless we are the first waiter
+//! pick up              (me, PICKUP|WAITERS)   -> (me, WAITERS)    CAS, acquire
+//! first waiter queues  (X, F)                 -> (X, F|WAITERS)   fetch_or, under wait_lock
+//! starving waiter      (X, F)                 -> (X, F|HANDOFF)   fetch_or, under wait_lock
+//! unlock, waiters      (me, WAITERS)          -> (0, WAITERS)     CAS, release; then wake W
+//! hand-off unlock      (me, HANDOFF|WAITERS)  -> (W, PICKUP|WAITERS)
+//!                                                                 swap under wait_lock, release;
+//!                                                                 then wake W
+//! unlock_fair          (me, WAITERS)          -> (W, PICKUP|WAITERS)   as hand-off
+//! last waiter leaves   (X, F)                 -> (X, F & PICKUP)  fetch_and, under wait_lock
+//!                                                                 (clears WAITERS and HANDOFF)
+//! ```
+//!
+//! # Slow path
+//!
+//! 1. `trylock`.
+//! 2. **Optimistic spin** (if [`owner_spin`] is on for this lock, more than
+//!    one CPU is online and the thread has a slot): join the [`Osq`]
+//!    (giving up when the budget is spent or we should yield); as OSQ head,
+//!    spin while the owner is unchanged and not known to be sleeping,
+//!    within the budget; when the owner changes, the new owner gets a fresh
+//!    budget (total at most `MAX_OWNER_BUDGETS` budgets); when the lock is
+//!    free, `trylock`. Leave the OSQ either way.
+//! 3. **Sleep**: under `wait_lock` (a [`WaitLockRaw`], by default
+//!    [`WaitLock`]), `trylock` once more, append a waiter record (on our
+//!    stack) to the FIFO list, set `WAITERS` if first; then loop: re-arm our futex word, `trylock`, release
+//!    `wait_lock`, sleep; when woken (only the first waiter is ever woken,
+//!    and it stays first), `trylock` and spin on the owner without the OSQ.
+//!    The wake-up is done under `wait_lock`, and a waiter unlinks itself
+//!    only under `wait_lock`, so a waker never touches a dead stack frame.
+//! 4. A timed-out waiter (it times out only after a failed trylock under
+//!    `wait_lock`, so the lock is held and its holder will wake the next
+//!    first waiter) unlinks itself, clears `WAITERS`/`HANDOFF` if it was
+//!    the last, and if it was first wakes the new first waiter anyway.
+//!
+//! # Memory ordering
+//!
+//! Acquiring transitions are `Acquire` CASes, releasing ones `Release`
+//! RMWs; every write to the owner word is an RMW, so each release heads a
+//! release sequence that later flag RMWs do not break. Flag updates are
+//! `Relaxed`: they are ordered with the unlocker's CAS by the word's
+//! modification order (the lost-wake-up argument needs nothing more), and
+//! the list they describe is protected by `wait_lock`.
+
+use crate::events::{self, Event};
+use crate::oncpu::{self, SpinStats};
+use crate::osq::Osq;
+use crate::qspinlock::RawQSpinLockWith;
+use crate::spin::cpu_relax;
+use crate::sync::Ordering::{Acquire, Relaxed, Release};
+use crate::sync::{AtomicU32, AtomicUsize, UnsafeCell};
+use crate::sys::{self, monotonic_ns};
+use crate::thread;
+use core::cell::Cell;
+use core::marker::PhantomData;
+use core::ptr;
+use core::sync::atomic::{AtomicU64 as StdAtomicU64, AtomicU8 as StdAtomicU8};
+use std::time::Duration;
+
+/// Owner word: the wait list is non-empty (unlock must wake).
+pub const WAITERS: usize = 1 << 0;
+/// Owner word: the first waiter is starving; unlock hands the lock to it.
+pub const HANDOFF: usize = 1 << 1;
+/// Owner word: handed off; the named waiter has yet to pick the lock up.
+pub const PICKUP: usize = 1 << 2;
+/// All flag bits.
+pub const FLAGS: usize = WAITERS | HANDOFF | PICKUP;
+/// The owner's tid sits above the flags.
+pub const OWNER_SHIFT: u32 = 3;
+/// Mask of the owner field.
+pub const OWNER_MASK: usize = !FLAGS;
+
+/// The lock protecting a mutex's wait list (`wait_lock`): a small raw
+/// spinlock. The mutex takes it as a type parameter, so one process can
+/// compare choices; [`WaitLock`] is the default.
+///
+/// Its critical sections are a few list operations and, when waking, one
+/// `FUTEX_WAKE`. Under oversubscription the choice matters: with a queued
+/// lock ([`RawQSpinLock`](crate::qspinlock::RawQSpinLock)) a preempted queued waiter stalls everyone
+/// behind it, while a test-and-set lock that yields ([`YieldLock`]) lets
+/// the scheduler run the holder (see [`WaitLock`]).
+pub trait WaitLockRaw: Sized + Send + Sync {
+    /// An unlocked lock.
+    #[cfg(not(loom))]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self;
+    /// An unlocked lock (loom atomics cannot be built in a constant).
+    #[cfg(loom)]
+    fn new_unlocked() -> Self;
+    /// Acquire (spinning; may yield the CPU).
+    fn lock(&self);
+    /// Release.
+    ///
+    /// # Safety
+    /// The lock is held by the caller.
+    unsafe fn unlock(&self);
+}
+
+impl<const PENDING_LOOPS: u32> WaitLockRaw for RawQSpinLockWith<PENDING_LOOPS> {
+    #[cfg(not(loom))]
+    const INIT: Self = Self::new();
+    #[cfg(loom)]
+    fn new_unlocked() -> Self {
+        Self::new()
+    }
+    #[inline]
+    fn lock(&self) {
+        self.raw_lock();
+    }
+    #[inline]
+    unsafe fn unlock(&self) {
+        // SAFETY: forwarded contract.
+        unsafe { self.raw_unlock() }
+    }
+}
+
+/// A test-and-test-and-set lock that spins briefly and then yields the
+/// CPU (`sched_yield`) while the lock stays taken. Not fair, not queued:
+/// under oversubscription no waiter can stall the others, and a yielding
+/// waiter gives a preempted holder its CPU back.
+#[derive(Debug)]
+pub struct YieldLock {
+    word: AtomicU32,
+}
+
+/// Spins (re-reads) between yields in [`YieldLock`].
+const YIELD_LOCK_SPINS: u32 = 64;
+
+impl YieldLock {
+    /// An unlocked lock.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self {
+            word: AtomicU32::new(0),
+        }
+    }
+
+    /// An unlocked lock.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self {
+            word: AtomicU32::new(0),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_contended(&self) {
+        loop {
+            let mut n = 0;
+            while self.word.load(Relaxed) != 0 {
+                n += 1;
+                if n >= YIELD_LOCK_SPINS {
+                    #[cfg(not(loom))]
+                    std::thread::yield_now();
+                    n = 0;
+                }
+                cpu_relax();
+            }
+            // Acquire pairs with the Release store of the last unlock.
+            if self
+                .word
+                .compare_exchange_weak(0, 1, Acquire, Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+}
+
+impl Default for YieldLock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WaitLockRaw for YieldLock {
+    #[cfg(not(loom))]
+    const INIT: Self = Self::new();
+    #[cfg(loom)]
+    fn new_unlocked() -> Self {
+        Self::new()
+    }
+    #[inline]
+    fn lock(&self) {
+        // 0 -> 1. Acquire pairs with the Release store of the last unlock.
+        if self.word.compare_exchange(0, 1, Acquire, Relaxed).is_err() {
+            self.lock_contended();
+        }
+    }
+    #[inline]
+    unsafe fn unlock(&self) {
+        // 1 -> 0. Release pairs with the Acquire CAS of the next locker.
+        self.word.store(0, Release);
+    }
+}
+
+/// The default `wait_lock`: [`YieldLock`].
+///
+/// Measured, as DESIGN §4.3 asks: 8 threads × 4,000 lock/unlock pairs on
+/// one mutex (a yield inside every 64th critical section), 2 CPUs, release
+/// build — with [`YieldLock`]: 54 ms owner-spin, 9 ms no-owner-spin; with
+/// klock's queued spinlock ([`RawQSpinLock`](crate::qspinlock::RawQSpinLock)):
+/// 42 s and 20 s. Queued waiters spin while the waiter the MCS baton was
+/// passed to is preempted, so every wait-list operation can cost a
+/// scheduler time slice. `RawMutexWith<SPIN, RawQSpinLock>` keeps the
+/// queued variant available for measurement.
+pub type WaitLock = YieldLock;
+
+/// Per-lock spin mode: follow the global switch ([`owner_spin`]).
+pub const OWNER_SPIN_GLOBAL: u8 = 0;
+/// Per-lock spin mode: always spin on a running owner (kernel `OWNER_SPIN`).
+pub const OWNER_SPIN: u8 = 1;
+/// Per-lock spin mode: never spin, go to sleep (kernel `NO_OWNER_SPIN`).
+pub const NO_OWNER_SPIN: u8 = 2;
+
+/// New owners' extra budgets: a spinner that keeps losing the lock to
+/// other threads gives each new owner a fresh budget, up to this many
+/// budgets in all (when the oracle cannot tell whether owners run).
+pub const MAX_OWNER_BUDGETS: u64 = 4;
+
+/// Default for [`handoff_ns`]: 4 ms, the kernel's order of magnitude.
+pub const DEFAULT_HANDOFF_NS: u64 = 4_000_000;
+
+/// Whether spin iteration `n` should read the clock (and ask the oracle):
+/// once per [`CLOCK_EVERY`](crate::spin::CLOCK_EVERY) iterations; under
+/// loom every iteration, so that budgets end after a few steps.
+#[inline(always)]
+fn check_due(n: u32) -> bool {
+    cfg!(loom) || n % crate::spin::CLOCK_EVERY == 0
+}
+
+// Global switches. Plain std atomics: configuration, not synchronisation.
+static GLOBAL_SPIN: StdAtomicU8 = StdAtomicU8::new(0); // 0 unread, 1 on, 2 off
+static HANDOFF_AFTER: StdAtomicU64 = StdAtomicU64::new(DEFAULT_HANDOFF_NS);
+
+/// The global `OWNER_SPIN` / `NO_OWNER_SPIN` switch, for locks of mode
+/// [`OWNER_SPIN_GLOBAL`] (the default [`crate::Mutex`]). On unless the
+/// environment says `KLOCK_OWNER_SPIN=0` (read once) or
+/// [`set_owner_spin`]`(false)` was called.
+#[inline]
+pub fn owner_spin() -> bool {
+    use core::sync::atomic::Ordering::Relaxed;
+    match GLOBAL_SPIN.load(Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let off = std::env::var("KLOCK_OWNER_SPIN").is_ok_and(|v| {
+                matches!(
+                    v.trim().to_ascii_lowercase().as_str(),
+                    "0" | "off" | "false" | "no"
+                )
+            });
+            let v = if off { 2 } else { 1 };
+            // Keep a concurrent set_owner_spin if it came first.
+            let _ = GLOBAL_SPIN.compare_exchange(0, v, Relaxed, Relaxed);
+            GLOBAL_SPIN.load(Relaxed) == 1
+        }
+    }
+}
+
+/// Turn owner spinning on or off for all locks of mode
+/// [`OWNER_SPIN_GLOBAL`] (the kernel's `echo NO_OWNER_SPIN >
+/// /debug/sched_features`). Takes effect at the next slow-path lock.
+pub fn set_owner_spin(on: bool) {
+    GLOBAL_SPIN.store(
+        if on { 1 } else { 2 },
+        core::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// How long (ns) the first waiter waits before it demands a hand-off.
+pub fn handoff_ns() -> u64 {
+    HANDOFF_AFTER.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// Set the hand-off bound (ns) for all mutexes. 0: the first waiter
+/// demands a hand-off at once (strict FIFO among sleepers).
+pub fn set_handoff_ns(ns: u64) {
+    HANDOFF_AFTER.store(ns, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// The identity the calling thread writes into the owner word.
+#[inline(always)]
+fn my_id() -> usize {
+    (thread::current_tid() as usize) << OWNER_SHIFT
+}
+
+#[inline(always)]
+fn tid_of(owner: usize) -> u32 {
+    (owner >> OWNER_SHIFT) as u32
+}
+
+/// Guard state of a held [`RawMutexWith`]: the owner identity the lock
+/// was taken with (so unlock needs no thread-local lookup). Not `Send`:
+/// the mutex is owned by a thread and must be unlocked by it.
+#[derive(Debug)]
+pub struct OwnerGuard {
+    id: usize,
+    _not_send: PhantomData<*mut ()>,
+}
+
+// SAFETY: the guard carries no shared state; `Sync` only lets a `&Guard`
+// (hence `&MutexGuard<T>` for `T: Sync`) be shared, as `GuardNoSend` does.
+unsafe impl Sync for OwnerGuard {}
+
+impl OwnerGuard {
+    #[inline(always)]
+    fn new(id: usize) -> Self {
+        Self {
+            id,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The owner's tid.
+    pub fn owner_tid(&self) -> u32 {
+        tid_of(self.id)
+    }
+}
+
+// Waiter states (its futex word).
+/// Running: about to re-check, or spinning as first waiter.
+const W_WAITING: u32 = 0;
+/// Asleep (or about to sleep) in `FUTEX_WAIT`.
+const W_PARKED: u32 = 1;
+/// Woken by an unlocker; the waiter must re-check.
+const W_WOKEN: u32 = 2;
+
+/// A sleeping locker, on its own stack, linked into the wait list. The
+/// links are protected by `wait_lock`.
+struct Waiter {
+    /// Futex word: `W_WAITING`, `W_PARKED` or `W_WOKEN`.
+    state: AtomicU32,
+    next: Cell<*const Waiter>,
+    prev: Cell<*const Waiter>,
+    /// The waiter's owner identity (for hand-off).
+    id: usize,
+}
+
+/// The FIFO wait list: head and tail of a doubly linked list of
+/// [`Waiter`]s. Accessed only under `wait_lock`.
+struct WaitList {
+    head: *const Waiter,
+    tail: *const Waiter,
+}
+
+/// Aborts the process if a waiter unwinds while linked into a wait list
+/// (its stack frame would dangle).
+struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        // Under loom a failing model unwinds every model thread; the whole
+        // execution is discarded, so there is nothing to protect.
+        #[cfg(not(loom))]
+        {
+            eprintln!("klock: panic while queued on a Mutex wait list; aborting");
+            std::process::abort();
+        }
+    }
+}
+
+/// Why optimistic spinning stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SpinFail {
+    OwnerSleeping,
+    Budget,
+    Yield,
+}
+
+/// The kernel's optimistic-spinning mutex, with a per-lock spin mode
+/// `SPIN` ([`OWNER_SPIN_GLOBAL`], [`OWNER_SPIN`] or [`NO_OWNER_SPIN`]) and
+/// the lock `W` guarding its wait list (default [`WaitLock`]).
+/// Use it through [`crate::Mutex`] or [`crate::MutexWith`].
+pub struct RawMutexWith<const SPIN: u8, W: WaitLockRaw = WaitLock> {
+    /// Owner tid and flags (see the [module docs](self)).
+    owner: AtomicUsize,
+    /// Queue of optimistic spinners.
+    osq: Osq,
+    /// Protects `list` (and the setting/clearing of WAITERS and HANDOFF).
+    wait_lock: W,
+    /// This lock's adaptive spin budget.
+    spin: SpinStats,
+    /// FIFO of sleeping waiters.
+    list: UnsafeCell<WaitList>,
+    /// Loom only: which rare paths an execution took.
+    #[cfg(loom)]
+    probe: Probe,
+    /// Loom only: this lock's hand-off bound (`u64::MAX`: the global one),
+    /// so models in one test binary can differ without racing on the
+    /// global.
+    #[cfg(loom)]
+    loom_handoff_ns: core::sync::atomic::AtomicU64,
+    /// Loom only: a deliberately broken unlock (see `set_loom_broken_unlock`).
+    #[cfg(loom)]
+    loom_broken_unlock: core::sync::atomic::AtomicBool,
+}
+
+/// The mutex following the global spin switch: [`crate::Mutex`]'s raw lock.
+pub type RawMutex = RawMutexWith<OWNER_SPIN_GLOBAL>;
+
+// SAFETY: the raw pointers in the wait list point to waiters that stay
+// alive while linked; the list is only accessed under `wait_lock`.
+unsafe impl<const SPIN: u8, W: WaitLockRaw> Send for RawMutexWith<SPIN, W> {}
+// SAFETY: as above; all other state is atomic.
+unsafe impl<const SPIN: u8, W: WaitLockRaw> Sync for RawMutexWith<SPIN, W> {}
+
+impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
+    /// An unlocked mutex.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self {
+            owner: AtomicUsize::new(0),
+            osq: Osq::new(),
+            wait_lock: W::INIT,
+            spin: SpinStats::new(),
+            list: UnsafeCell::new(WaitList {
+                head: ptr::null(),
+                tail: ptr::null(),
+            }),
+        }
+    }
+
+    /// An unlocked mutex (loom atomics cannot be built in a `const fn`).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self {
+            owner: AtomicUsize::new(0),
+            osq: Osq::new(),
+            wait_lock: W::new_unlocked(),
+            spin: SpinStats::new(),
+            list: UnsafeCell::new(WaitList {
+                head: ptr::null(),
+                tail: ptr::null(),
+            }),
+            probe: Probe::default(),
+            loom_handoff_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
+            loom_broken_unlock: core::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Whether this lock spins on a running owner now (its mode, or the
+    /// global switch).
+    #[inline]
+    pub fn owner_spin_enabled(&self) -> bool {
+        match SPIN {
+            OWNER_SPIN => true,
+            NO_OWNER_SPIN => false,
+            _ => owner_spin(),
+        }
+    }
+
+    /// Acquire the lock.
+    #[inline]
+    pub fn raw_lock(&self) -> OwnerGuard {
+        let me = my_id();
+        // (0, -) -> (me, -). Acquire pairs with the Release of the previous
+        // owner's unlock.
+        if self
+            .owner
+            .compare_exchange(0, me, Acquire, Relaxed)
+            .is_err()
+        {
+            self.lock_slow(me, None);
+        }
+        OwnerGuard::new(me)
+    }
+
+    /// Take the lock if it is free (and not reserved for a starving
+    /// waiter); never spins or sleeps.
+    #[inline]
+    pub fn raw_try_lock(&self) -> Option<OwnerGuard> {
+        let me = my_id();
+        // Acquire: as in raw_lock.
+        if self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok()
+            || self.try_lock_slow(me, false)
+        {
+            Some(OwnerGuard::new(me))
+        } else {
+            None
+        }
+    }
+
+    /// Acquire the lock unless `deadline_ns` ([`sys::monotonic_ns`] time)
+    /// passes first. A timed-out attempt leaves the OSQ and the wait list
+    /// and wakes the next waiter if it may have taken a wake-up.
+    pub fn raw_try_lock_until_ns(&self, deadline_ns: u64) -> Option<OwnerGuard> {
+        let me = my_id();
+        // Acquire: as in raw_lock.
+        if self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok()
+            || self.lock_slow(me, Some(deadline_ns))
+        {
+            Some(OwnerGuard::new(me))
+        } else {
+            None
+        }
+    }
+
+    /// Release the lock.
+    ///
+    /// # Safety
+    /// `guard` must come from locking this mutex, on this thread, and the
+    /// lock must still be held with it. Debug builds panic when the lock is
+    /// not held by the guard's owner.
+    #[inline]
+    pub unsafe fn raw_unlock(&self, guard: OwnerGuard) {
+        #[cfg(loom)]
+        if self
+            .loom_broken_unlock
+            .load(core::sync::atomic::Ordering::Relaxed)
+        {
+            // BROKEN (loom only): release without looking at WAITERS.
+            self.owner.store(0, Release);
+            return;
+        }
+        // (me, -) -> (0, -); fails if any flag is set. Release pairs with
+        // the Acquire CAS of whoever takes the lock next.
+        if self
+            .owner
+            .compare_exchange(guard.id, 0, Release, Relaxed)
+            .is_err()
+        {
+            self.unlock_slow(guard.id, false);
+        }
+    }
+
+    /// Release the lock, handing it directly to the first waiter if there
+    /// is one (no stealing by spinners or new lockers).
+    ///
+    /// # Safety
+    /// As [`raw_unlock`](Self::raw_unlock).
+    #[inline]
+    pub unsafe fn raw_unlock_fair(&self, guard: OwnerGuard) {
+        // Release: as in raw_unlock.
+        if self
+            .owner
+            .compare_exchange(guard.id, 0, Release, Relaxed)
+            .is_err()
+        {
+            self.unlock_slow(guard.id, true);
+        }
+    }
+
+    /// Held by some thread, or handed to a waiter that has not picked it
+    /// up yet. A snapshot.
+    #[inline]
+    pub fn is_held(&self) -> bool {
+        self.owner.load(Relaxed) & OWNER_MASK != 0
+    }
+
+    /// The tid of the owner (or of the waiter the lock was handed to), if
+    /// any. A snapshot.
+    pub fn owner_tid(&self) -> Option<u32> {
+        let o = self.owner.load(Relaxed) & OWNER_MASK;
+        (o != 0).then(|| tid_of(o))
+    }
+
+    /// The raw owner word, for tests and debugging.
+    #[doc(hidden)]
+    #[inline]
+    pub fn word(&self) -> usize {
+        self.owner.load(Relaxed)
+    }
+
+    /// This lock's adaptive spin statistics.
+    pub fn spin_stats(&self) -> &SpinStats {
+        &self.spin
+    }
+
+    /// The slow-path trylock: `(0, F) -> (me, F & WAITERS)` unless a hand-off
+    /// reserves a free lock for the first waiter (`first` says we are it),
+    /// or pick up a lock handed to us, `(me, PICKUP|F) -> (me, F & WAITERS)`.
+    /// Clears `HANDOFF` and `PICKUP` on success.
+    #[inline]
+    fn try_lock_slow(&self, me: usize, first: bool) -> bool {
+        let mut w = self.owner.load(Relaxed);
+        loop {
+            let owner = w & OWNER_MASK;
+            if owner != 0 {
+                if owner != me || w & PICKUP == 0 {
+                    return false;
+                }
+            } else if w & HANDOFF != 0 && !first {
+                return false;
+            }
+            // Acquire pairs with the Release of the previous owner's unlock
+            // (fast or slow CAS) or hand-off swap. The word only ever
+            // changes by RMWs, so flag RMWs in between do not break the
+            // release sequence.
+            match self
+                .owner
+                .compare_exchange_weak(w, me | (w & WAITERS), Acquire, Relaxed)
+            {
+                Ok(_) => {
+                    #[cfg(loom)]
+                    if owner == me {
+                        Probe::hit(&self.probe.pickups);
+                    }
+                    return true;
+                }
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// Contended lock: trylock, optimistic spin, sleep. `false` only when
+    /// `deadline` passed.
+    #[cold]
+    #[inline(never)]
+    fn lock_slow(&self, me: usize, deadline: Option<u64>) -> bool {
+        if cfg!(debug_assertions) && deadline.is_none() {
+            let w = self.owner.load(Relaxed);
+            assert!(
+                w & OWNER_MASK != me || w & PICKUP != 0,
+                "klock::Mutex: thread {} locks a mutex it already holds (deadlock)",
+                tid_of(me)
+            );
+        }
+        if self.try_lock_slow(me, false) {
+            return true;
+        }
+        if self.owner_spin_enabled()
+            && oncpu::spinning_useful()
+            && self.optimistic_spin(me, false, deadline)
+        {
+            return true;
+        }
+        self.lock_sleep(me, deadline)
+    }
+
+    /// Optimistic spinning. As a new locker (`waiter == false`) through the
+    /// OSQ; as the first waiter (`waiter == true`) directly, allowed to take
+    /// a lock reserved by `HANDOFF`. Returns whether we got the lock.
+    #[inline(never)]
+    fn optimistic_spin(&self, me: usize, waiter: bool, deadline: Option<u64>) -> bool {
+        let oracle = oncpu::oracle();
+        // Do not even queue if the owner is known to be off CPU.
+        let owner = self.owner.load(Relaxed) & OWNER_MASK;
+        if owner != 0 && owner != me && oracle.owner_running(tid_of(owner)) == Some(false) {
+            events::inc(Event::MutexSpinFailOwnerSleeping);
+            return false;
+        }
+        let slot = if waiter {
+            None
+        } else {
+            match thread::current() {
+                Some(s) => Some(s),
+                None => return false,
+            }
+        };
+
+        let budget = self.spin.budget_ns();
+        oracle.spin_begin();
+        let start = monotonic_ns();
+        let total_end = start.saturating_add(budget.saturating_mul(MAX_OWNER_BUDGETS));
+        let mut owner_end = start.saturating_add(budget);
+        let past_deadline = |now: u64| deadline.is_some_and(|d| now >= d);
+
+        // Join the OSQ; give up while queued if the budget runs out or we
+        // should yield.
+        if let Some(slot) = slot {
+            let mut fail = SpinFail::Budget;
+            let mut n = 0u32;
+            let head = self.osq.lock_with(slot, || {
+                n = n.wrapping_add(1);
+                if !check_due(n) {
+                    return false;
+                }
+                if oracle.should_yield() {
+                    fail = SpinFail::Yield;
+                    return true;
+                }
+                let now = monotonic_ns();
+                now >= owner_end || past_deadline(now)
+            });
+            if !head {
+                events::inc(Event::MutexOsqUnqueue);
+                #[cfg(loom)]
+                Probe::hit(&self.probe.osq_unqueues);
+                count_spin_fail(fail);
+                return false;
+            }
+        }
+
+        // Spin on the owner.
+        let mut last_owner = usize::MAX;
+        let mut running = None;
+        let mut i = 0u32;
+        let result = loop {
+            let w = self.owner.load(Relaxed);
+            let owner = w & OWNER_MASK;
+            if owner == 0 || owner == me {
+                // Free (or handed to us): try to take it. May fail when a
+                // hand-off reserves it or another thread was quicker.
+                if self.try_lock_slow(me, waiter) {
+                    break Ok(());
+                }
+            } else if owner != last_owner {
+                if last_owner != usize::MAX {
+                    // The lock moved on: give the new owner a fresh budget.
+                    owner_end = monotonic_ns().saturating_add(budget).min(total_end);
+                }
+                last_owner = owner;
+                running = oracle.owner_running(tid_of(owner));
+                if running == Some(false) {
+                    break Err(SpinFail::OwnerSleeping);
+                }
+            }
+            i = i.wrapping_add(1);
+            if check_due(i) {
+                if oracle.should_yield() {
+                    break Err(SpinFail::Yield);
+                }
+                if owner != 0 && owner != me {
+                    running = oracle.owner_running(tid_of(owner));
+                    if running == Some(false) {
+                        break Err(SpinFail::OwnerSleeping);
+                    }
+                }
+                let now = monotonic_ns();
+                if past_deadline(now) {
+                    break Err(SpinFail::Budget);
+                }
+                // An owner known to run may be spun on without a budget
+                // (the kernel's rule); otherwise the budget decides.
+                if running != Some(true) && now >= owner_end {
+                    break Err(SpinFail::Budget);
+                }
+            }
+            cpu_relax();
+        };
+        if let Some(slot) = slot {
+            self.osq.unlock_with(slot);
+        }
+        match result {
+            Ok(()) => {
+                self.spin
+                    .record_success(monotonic_ns().saturating_sub(start));
+                events::inc(Event::MutexSpinSuccess);
+                #[cfg(loom)]
+                Probe::hit(&self.probe.spin_successes);
+                true
+            }
+            Err(f) => {
+                count_spin_fail(f);
+                false
+            }
+        }
+    }
+
+    /// Sleep in the wait list until we own the lock (`true`) or `deadline`
+    /// passes (`false`).
+    #[inline(never)]
+    fn lock_sleep(&self, me: usize, deadline: Option<u64>) -> bool {
+        let waiter = Waiter {
+            state: AtomicU32::new(W_WAITING),
+            next: Cell::new(ptr::null()),
+            prev: Cell::new(ptr::null()),
+            id: me,
+        };
+        let wp: *const Waiter = &waiter;
+        let spin = self.owner_spin_enabled() && oncpu::spinning_useful();
+
+        self.wait_lock.lock();
+        // One more try now that we hold wait_lock: unlockers with WAITERS
+        // clear wait for it, so the lock may have been freed meanwhile.
+        if self.try_lock_slow(me, false) {
+            // SAFETY: we hold wait_lock.
+            unsafe { self.wait_lock.unlock() };
+            return true;
+        }
+        // SAFETY (list accesses below): we hold wait_lock whenever we touch
+        // the list, and `waiter` outlives its membership (it is unlinked
+        // before this function returns; unwinding aborts).
+        let bomb = AbortOnUnwind;
+        if unsafe { self.list_push(wp) } {
+            // (X, F) -> (X, F|WAITERS). Relaxed: the unlocker's release CAS
+            // and this RMW are ordered in the word's modification order: if
+            // the CAS comes later it sees WAITERS and wakes the first
+            // waiter (taking wait_lock, which orders the list); if earlier,
+            // the trylock below reads the word at or after this RMW and
+            // finds the lock free or owned by a thread that will see
+            // WAITERS when it unlocks.
+            self.owner.fetch_or(WAITERS, Relaxed);
+        }
+        let start = monotonic_ns();
+        let handoff_after = self.handoff_bound();
+        let mut first = false;
+        let mut handoff_set = false;
+
+        let acquired = loop {
+            // Holding wait_lock here.
+            if !first {
+                first = unsafe { self.list_head() } == wp;
+            }
+            if cfg!(any(debug_assertions, loom)) {
+                assert!(
+                    self.owner.load(Relaxed) & WAITERS != 0,
+                    "klock::Mutex: waiter queued but WAITERS clear"
+                );
+            }
+            if first && !handoff_set && monotonic_ns().saturating_sub(start) >= handoff_after {
+                // (X, F) -> (X, F|HANDOFF). Relaxed: the unlocker reads it
+                // with its RMW and then serialises with us on wait_lock.
+                self.owner.fetch_or(HANDOFF, Relaxed);
+                handoff_set = true;
+                #[cfg(loom)]
+                Probe::hit(&self.probe.handoff_requests);
+            }
+            // Re-arm before the trylock: an unlock after the trylock will
+            // find WAITERS and set W_WOKEN (under wait_lock, so after this).
+            waiter.state.store(W_WAITING, Relaxed);
+            if self.try_lock_slow(me, first) {
+                break true;
+            }
+            if deadline.is_some_and(|d| monotonic_ns() >= d) {
+                break false;
+            }
+            // SAFETY: we hold wait_lock.
+            unsafe { self.wait_lock.unlock() };
+
+            if park(&waiter, deadline) {
+                #[cfg(loom)]
+                Probe::hit(&self.probe.sleeps);
+            }
+
+            // Only the first waiter is ever woken, and it stays first
+            // (waiters ahead of it can only leave).
+            if !first && waiter.state.load(Relaxed) == W_WOKEN {
+                first = true;
+            }
+            if first
+                && (self.try_lock_slow(me, true)
+                    || (spin && self.optimistic_spin(me, true, deadline)))
+            {
+                self.wait_lock.lock();
+                break true;
+            }
+            self.wait_lock.lock();
+        };
+
+        // Holding wait_lock: unlink ourselves.
+        let was_first = unsafe { self.list_head() } == wp;
+        if unsafe { self.list_remove(wp) } {
+            // Last waiter gone: (X, F) -> (X, F & PICKUP), clearing WAITERS
+            // and HANDOFF. Relaxed: both are only set under wait_lock.
+            self.owner.fetch_and(!(WAITERS | HANDOFF), Relaxed);
+        } else if !acquired && was_first {
+            // Pass the first-waiter role on with a wake-up. Not required by
+            // the protocol as it stands (we time out only after a trylock
+            // under wait_lock failed, so the lock is held and its holder's
+            // unlock will wake the new first waiter), but cheap insurance
+            // on a rare path against ever stranding a sleeper.
+            #[cfg(loom)]
+            Probe::hit(&self.probe.wake_next_on_leave);
+            self.wake(unsafe { self.list_head() });
+        }
+        #[cfg(loom)]
+        if !acquired {
+            Probe::hit(&self.probe.timeouts);
+        }
+        // SAFETY: we hold wait_lock.
+        unsafe { self.wait_lock.unlock() };
+        core::mem::forget(bomb);
+        acquired
+    }
+
+    /// The hand-off bound for this lock.
+    #[inline]
+    fn handoff_bound(&self) -> u64 {
+        #[cfg(loom)]
+        {
+            let ns = self
+                .loom_handoff_ns
+                .load(core::sync::atomic::Ordering::Relaxed);
+            if ns != u64::MAX {
+                return ns;
+            }
+        }
+        handoff_ns()
+    }
+
+    /// Contended unlock: flags are set (or the caller is not the owner).
+    #[cold]
+    #[inline(never)]
+    fn unlock_slow(&self, me: usize, fair: bool) {
+        let mut w = self.owner.load(Relaxed);
+        loop {
+            if cfg!(debug_assertions) {
+                assert!(
+                    w & OWNER_MASK == me && w & PICKUP == 0,
+                    "klock::Mutex: unlock by thread {} which does not own the lock (owner word {:#x}: owner tid {}{})",
+                    tid_of(me),
+                    w,
+                    tid_of(w & OWNER_MASK),
+                    if w & PICKUP != 0 { ", handed off" } else { "" }
+                );
+            }
+            if w & HANDOFF != 0 || (fair && w & WAITERS != 0) {
+                return self.unlock_handoff(me);
+            }
+            // (me, F) -> (0, F & WAITERS). Release pairs with the Acquire
+            // CAS of the next owner (fast path or trylock).
+            match self
+                .owner
+                .compare_exchange_weak(w, w & WAITERS, Release, Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => w = now,
+            }
+        }
+        if w & WAITERS != 0 {
+            self.wait_lock.lock();
+            // SAFETY: we hold wait_lock.
+            let head = unsafe { self.list_head() };
+            if !head.is_null() {
+                self.wake(head);
+            }
+            // SAFETY: we hold wait_lock.
+            unsafe { self.wait_lock.unlock() };
+        }
+    }
+
+    /// Hand the lock to the first waiter: `(me, F) -> (W, PICKUP|WAITERS)`,
+    /// or release it if the list has emptied meanwhile.
+    fn unlock_handoff(&self, me: usize) {
+        self.wait_lock.lock();
+        // SAFETY: we hold wait_lock.
+        let head = unsafe { self.list_head() };
+        let new = if head.is_null() {
+            0
+        } else {
+            // SAFETY: linked waiters are alive.
+            unsafe { (*head).id | PICKUP | WAITERS }
+        };
+        // A swap is enough: while we own the lock and hold wait_lock nobody
+        // else writes the word (flags change under wait_lock; lockers only
+        // write a free word or one handed to them). Release pairs with the
+        // Acquire pick-up CAS of the waiter (or the next owner's CAS when
+        // the list emptied).
+        let old = self.owner.swap(new, Release);
+        debug_assert_eq!(old & OWNER_MASK, me);
+        let _ = old;
+        if !head.is_null() {
+            events::inc(Event::MutexHandoff);
+            #[cfg(loom)]
+            Probe::hit(&self.probe.handoffs);
+            self.wake(head);
+        }
+        // SAFETY: we hold wait_lock.
+        unsafe { self.wait_lock.unlock() };
+    }
+
+    /// Wake waiter `w` (under wait_lock, so it cannot unlink and vanish
+    /// while we touch its futex word).
+    fn wake(&self, w: *const Waiter) {
+        // SAFETY: called under wait_lock with a linked (alive) waiter.
+        let w = unsafe { &*w };
+        // Release pairs with the waiter's Acquire load of its state in park.
+        if w.state.swap(W_WOKEN, Release) == W_PARKED {
+            // Counted only when the waiter sleeps (a FUTEX_WAKE is due); a
+            // waiter that is still running just finds W_WOKEN.
+            events::inc(Event::MutexWake);
+            #[cfg(loom)]
+            Probe::hit(&self.probe.wakes_of_sleepers);
+            sys::futex_wake(&w.state, 1);
+        }
+    }
+
+    /// First waiter, or null. Caller holds wait_lock.
+    #[inline]
+    unsafe fn list_head(&self) -> *const Waiter {
+        self.list.with(|l| unsafe { (*l).head })
+    }
+
+    /// Append `w`; returns whether the list was empty. Caller holds
+    /// wait_lock; `w` stays alive while linked.
+    unsafe fn list_push(&self, w: *const Waiter) -> bool {
+        self.list.with_mut(|l| {
+            // SAFETY: caller's contract.
+            let l = unsafe { &mut *l };
+            let wr = unsafe { &*w };
+            wr.next.set(ptr::null());
+            wr.prev.set(l.tail);
+            let was_empty = l.tail.is_null();
+            if was_empty {
+                l.head = w;
+            } else {
+                // SAFETY: linked waiters are alive.
+                unsafe { (*l.tail).next.set(w) };
+            }
+            l.tail = w;
+            was_empty
+        })
+    }
+
+    /// Unlink `w`; returns whether the list is now empty. Caller holds
+    /// wait_lock; `w` is linked.
+    unsafe fn list_remove(&self, w: *const Waiter) -> bool {
+        self.list.with_mut(|l| {
+            // SAFETY: caller's contract; linked waiters are alive.
+            let l = unsafe { &mut *l };
+            let wr = unsafe { &*w };
+            let (prev, next) = (wr.prev.get(), wr.next.get());
+            if prev.is_null() {
+                l.head = next;
+            } else {
+                unsafe { (*prev).next.set(next) };
+            }
+            if next.is_null() {
+                l.tail = prev;
+            } else {
+                unsafe { (*next).prev.set(prev) };
+            }
+            l.head.is_null()
+        })
+    }
+}
+
+/// Sleep on our futex word until woken or `deadline` passes. Returns
+/// whether we slept at all (false: already woken).
+fn park(w: &Waiter, deadline: Option<u64>) -> bool {
+    // W_WAITING -> W_PARKED; fails if an unlocker already woke us.
+    // Relaxed: what we need from the waker is re-read under wait_lock.
+    if w.state
+        .compare_exchange(W_WAITING, W_PARKED, Relaxed, Relaxed)
+        .is_err()
+    {
+        return false;
+    }
+    events::inc(Event::MutexSleep);
+    loop {
+        // Acquire pairs with the waker's Release swap to W_WOKEN.
+        if w.state.load(Acquire) != W_PARKED {
+            return true;
+        }
+        let timeout = match deadline {
+            None => None,
+            Some(d) => {
+                let now = monotonic_ns();
+                if now >= d {
+                    return true;
+                }
+                Some(Duration::from_nanos(d - now))
+            }
+        };
+        // Spurious returns are fine: we re-check the state.
+        sys::futex_wait(&w.state, W_PARKED, timeout);
+    }
+}
+
+fn count_spin_fail(f: SpinFail) {
+    events::inc(match f {
+        SpinFail::OwnerSleeping => Event::MutexSpinFailOwnerSleeping,
+        SpinFail::Budget => Event::MutexSpinFailBudget,
+        SpinFail::Yield => Event::MutexSpinFailYield,
+    });
+}
+
+impl<const SPIN: u8, W: WaitLockRaw> Default for RawMutexWith<SPIN, W> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const SPIN: u8, W: WaitLockRaw> core::fmt::Debug for RawMutexWith<SPIN, W> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let w = self.word();
+        f.debug_struct("RawMutex")
+            .field("spin_mode", &SPIN)
+            .field("owner_tid", &tid_of(w & OWNER_MASK))
+            .field("waiters", &(w & WAITERS != 0))
+            .field("handoff", &(w & HANDOFF != 0))
+            .field("pickup", &(w & PICKUP != 0))
+            .field("spin_avg_ns", &self.spin.average_ns())
+            .finish()
+    }
+}
+
+/// Deadline in [`monotonic_ns`] time for a timeout from now.
+#[cfg(not(loom))]
+fn deadline_after(d: Duration) -> u64 {
+    monotonic_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+// SAFETY: mutual exclusion as argued in the module docs (and checked by the
+// loom model); acquire on every successful lock path, release on every
+// unlock. The guard is !Send: the owner word names the locking thread.
+#[cfg(not(loom))]
+unsafe impl<const SPIN: u8, W: WaitLockRaw> lock_api::RawMutex for RawMutexWith<SPIN, W> {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    type Guard = OwnerGuard;
+
+    #[inline]
+    fn lock(&self) -> OwnerGuard {
+        self.raw_lock()
+    }
+
+    #[inline]
+    fn try_lock(&self) -> Option<OwnerGuard> {
+        self.raw_try_lock()
+    }
+
+    #[inline]
+    unsafe fn unlock(&self, guard: OwnerGuard) {
+        // SAFETY: forwarded contract.
+        unsafe { self.raw_unlock(guard) }
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        self.is_held()
+    }
+}
+
+// SAFETY: unlock_fair hands the lock to the first waiter under the same
+// protocol as the anti-starvation hand-off.
+#[cfg(not(loom))]
+unsafe impl<const SPIN: u8, W: WaitLockRaw> lock_api::RawMutexFair for RawMutexWith<SPIN, W> {
+    #[inline]
+    unsafe fn unlock_fair(&self, guard: OwnerGuard) {
+        // SAFETY: forwarded contract.
+        unsafe { self.raw_unlock_fair(guard) }
+    }
+}
+
+// SAFETY: a timed-out attempt owns nothing and has left every queue.
+#[cfg(not(loom))]
+unsafe impl<const SPIN: u8, W: WaitLockRaw> lock_api::RawMutexTimed for RawMutexWith<SPIN, W> {
+    type Duration = Duration;
+    type Instant = std::time::Instant;
+
+    fn try_lock_for(&self, timeout: Duration) -> Option<OwnerGuard> {
+        self.raw_try_lock_until_ns(deadline_after(timeout))
+    }
+
+    fn try_lock_until(&self, timeout: std::time::Instant) -> Option<OwnerGuard> {
+        let left = timeout.saturating_duration_since(std::time::Instant::now());
+        self.raw_try_lock_until_ns(deadline_after(left))
+    }
+}
+
+/// Loom-only record of the rare paths one model execution took. Plain std
+/// atomics: bookkeeping outside the model.
+#[cfg(loom)]
+#[derive(Debug, Default)]
+#[doc(hidden)]
+pub struct Probe {
+    /// Optimistic spins that took the lock.
+    pub spin_successes: std::sync::atomic::AtomicU32,
+    /// Spinners that left the OSQ before reaching its head.
+    pub osq_unqueues: std::sync::atomic::AtomicU32,
+    /// First waiters that set HANDOFF.
+    pub handoff_requests: std::sync::atomic::AtomicU32,
+    /// Unlocks that handed the lock over (PICKUP).
+    pub handoffs: std::sync::atomic::AtomicU32,
+    /// Hand-offs picked up.
+    pub pickups: std::sync::atomic::AtomicU32,
+    /// Waiters that timed out.
+    pub timeouts: std::sync::atomic::AtomicU32,
+    /// Waiters that went to sleep (set W_PARKED).
+    pub sleeps: std::sync::atomic::AtomicU32,
+    /// Wake-ups of a parked waiter.
+    pub wakes_of_sleepers: std::sync::atomic::AtomicU32,
+    /// Leaving (timed-out) first waiters that woke the next one.
+    pub wake_next_on_leave: std::sync::atomic::AtomicU32,
+}
+
+#[cfg(loom)]
+impl Probe {
+    fn hit(c: &std::sync::atomic::AtomicU32) {
+        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(loom)]
+impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
+    /// Loom only: paths this lock's execution went through.
+    #[doc(hidden)]
+    pub fn probe(&self) -> &Probe {
+        &self.probe
+    }
+
+    /// Loom only: set this lock's hand-off bound (see [`set_handoff_ns`]).
+    #[doc(hidden)]
+    pub fn set_loom_handoff_ns(&self, ns: u64) {
+        self.loom_handoff_ns
+            .store(ns, core::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Loom only: make `raw_unlock` deliberately wrong — a plain store of 0
+    /// that ignores `WAITERS` (no wake-up) — so a model can show that it
+    /// catches a lost wake-up.
+    #[doc(hidden)]
+    pub fn set_loom_broken_unlock(&self) {
+        self.loom_broken_unlock
+            .store(true, core::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Loom only: whether the wait list is empty (takes wait_lock).
+    #[doc(hidden)]
+    pub fn wait_list_is_empty(&self) -> bool {
+        self.wait_lock.lock();
+        // SAFETY: we hold wait_lock.
+        let empty = unsafe { self.list_head() }.is_null();
+        // SAFETY: we hold wait_lock.
+        unsafe { self.wait_lock.unlock() };
+        empty
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use lock_api::{RawMutex as _, RawMutexFair as _, RawMutexTimed as _};
+    use std::time::Instant;
+
+    #[test]
+    fn word_layout() {
+        assert_eq!(FLAGS, 0b111);
+        assert_eq!(OWNER_MASK & FLAGS, 0);
+        assert_eq!(1usize << OWNER_SHIFT, PICKUP << 1);
+        // The largest Linux tid (pid_max ≤ 2^22) fits.
+        assert_eq!(tid_of(((1usize << 22) - 1) << OWNER_SHIFT), (1 << 22) - 1);
+    }
+
+    #[test]
+    fn lock_try_unlock() {
+        let m = RawMutex::INIT;
+        assert!(!m.is_locked());
+        let g = m.lock();
+        assert!(m.is_locked());
+        assert_eq!(m.word(), my_id());
+        assert_eq!(m.owner_tid(), Some(thread::current_tid()));
+        assert_eq!(g.owner_tid(), thread::current_tid());
+        unsafe { m.unlock(g) };
+        assert_eq!(m.word(), 0);
+        let g = m.try_lock().unwrap();
+        unsafe { m.unlock_fair(g) };
+        assert_eq!(m.word(), 0);
+        let g = m.try_lock_for(Duration::from_millis(1)).unwrap();
+        assert!(format!("{m:?}").contains("waiters: false"));
+        unsafe { m.unlock(g) };
+    }
+
+    #[test]
+    fn try_lock_fails_when_held_elsewhere() {
+        let m = RawMutex::new();
+        let g = m.lock();
+        std::thread::scope(|s| {
+            s.spawn(|| assert!(m.try_lock().is_none()));
+        });
+        unsafe { m.unlock(g) };
+    }
+
+    #[test]
+    fn handoff_reserved_lock_refuses_strangers() {
+        let m = RawMutex::new();
+        m.owner.store(HANDOFF | WAITERS, Relaxed);
+        assert!(m.try_lock().is_none(), "HANDOFF reserves a free lock");
+        m.owner
+            .store(((77usize) << OWNER_SHIFT) | PICKUP | WAITERS, Relaxed);
+        assert!(m.try_lock().is_none(), "PICKUP names another thread");
+        m.owner.store(my_id() | PICKUP | WAITERS, Relaxed);
+        assert!(m.try_lock_slow(my_id(), true));
+        assert_eq!(m.word(), my_id() | WAITERS);
+        m.owner.store(0, Relaxed);
+    }
+
+    #[test]
+    fn timed_lock_times_out() {
+        let m = RawMutexWith::<NO_OWNER_SPIN>::new();
+        let g = m.lock();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let t0 = Instant::now();
+                assert!(m.try_lock_for(Duration::from_millis(20)).is_none());
+                assert!(t0.elapsed() >= Duration::from_millis(20));
+            });
+        });
+        assert_eq!(m.word(), my_id(), "the timed-out waiter left no flags");
+        unsafe { m.unlock(g) };
+    }
+
+    #[test]
+    fn global_switch() {
+        // Read (and cache) the environment, then flip and restore.
+        let was = owner_spin();
+        set_owner_spin(!was);
+        assert_eq!(owner_spin(), !was);
+        assert_eq!(RawMutex::new().owner_spin_enabled(), !was);
+        assert!(RawMutexWith::<OWNER_SPIN>::new().owner_spin_enabled());
+        assert!(!RawMutexWith::<NO_OWNER_SPIN>::new().owner_spin_enabled());
+        set_owner_spin(was);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "does not own the lock")]
+    fn unlock_by_non_owner_panics() {
+        let m = RawMutex::new();
+        let other = RawMutex::new();
+        std::thread::scope(|s| {
+            // The raw guard has no destructor: dropping it keeps the lock held.
+            s.spawn(|| {
+                let _held = m.lock();
+            });
+        });
+        let g = other.lock();
+        // A guard from `other`, used on `m` held by another thread.
+        unsafe { m.unlock(g) };
+    }
+}

@@ -1,0 +1,328 @@
+//! Is the lock owner running? The oracle behind optimistic spinning
+//! (DESIGN §5).
+//!
+//! The kernel spins on a mutex only while the owner is on a CPU and the
+//! spinner need not reschedule. Userspace cannot see either directly, so
+//! klock asks an [`OnCpu`] oracle:
+//!
+//! * [`OnCpu::owner_running`]: `Some(true)` / `Some(false)` when the oracle
+//!   knows, `None` when it cannot tell. On `None` the locks fall back to a
+//!   **time budget** ([`SpinStats`]).
+//! * [`OnCpu::should_yield`]: the `need_resched()` stand-in, checked by the
+//!   spinner every few iterations.
+//!
+//! The oracle is process-global and chosen once: [`set_oracle`] before the
+//! first contended lock (an exact eBPF oracle, later), else [`oracle`]
+//! installs the unprivileged default, [`BudgetOracle`]. The locks only ever
+//! call [`oracle()`], so a new oracle needs no change to them.
+//!
+//! # The default: a calibrated, per-lock adaptive time budget
+//!
+//! * **Base budget** ([`base_spin_ns`]): half a futex wait/wake round trip,
+//!   measured once at first use by ping-ponging a helper thread on two
+//!   futex words for at most ~0.6 ms; the median round trip / 2, clamped to
+//!   [`MIN_SPIN_NS`]..=[`MAX_SPIN_NS`]. Spinning longer than the time it
+//!   takes to sleep and be woken cannot win much. `KLOCK_SPIN_NS=<ns>` in the
+//!   environment overrides the measurement.
+//! * **Per lock** ([`SpinStats`], 4 bytes kept in the lock): a moving
+//!   average (weight 1/8) of how long *successful* spins took; the budget is
+//!   twice that average, at least the base and at most
+//!   [`MAX_BUDGET_FACTOR`] × base — the glibc adaptive-mutex rule, in time
+//!   instead of iteration counts.
+//! * Spin at all only if more than one CPU is online ([`spinning_useful`]).
+//! * [`BudgetOracle::should_yield`]: the spinner was migrated (its CPU
+//!   number changed since [`OnCpu::spin_begin`]), which also means it was
+//!   preempted. Preemption without migration shows up as a spent budget,
+//!   because the budget is wall-clock time.
+
+use crate::sys;
+#[cfg(not(loom))]
+use core::cell::Cell;
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::OnceLock;
+
+/// The owner-running oracle.
+///
+/// Implementations must be cheap: the spin loops call them every few
+/// iterations. `owner_tid` is the owner's kernel thread id.
+pub trait OnCpu: Send + Sync {
+    /// Is thread `owner_tid` running on a CPU right now? `None`: unknown
+    /// (the caller then spins on a time budget).
+    fn owner_running(&self, owner_tid: u32) -> Option<bool>;
+
+    /// Should the calling spinner stop spinning and let the scheduler run
+    /// something else (the kernel's `need_resched()`)?
+    fn should_yield(&self) -> bool;
+
+    /// The calling thread starts a spin; [`should_yield`](Self::should_yield)
+    /// answers relative to this point. Default: nothing to remember.
+    fn spin_begin(&self) {}
+}
+
+/// The unprivileged default oracle: never knows whether the owner runs
+/// (the locks use their time budget), and tells a spinner to yield when it
+/// has been migrated since [`OnCpu::spin_begin`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BudgetOracle;
+
+#[cfg(not(loom))]
+thread_local! {
+    /// CPU the calling thread was on at its last `spin_begin`.
+    static SPIN_CPU: Cell<u32> = const { Cell::new(u32::MAX) };
+}
+
+impl OnCpu for BudgetOracle {
+    #[inline]
+    fn owner_running(&self, _owner_tid: u32) -> Option<bool> {
+        None
+    }
+
+    #[inline]
+    fn should_yield(&self) -> bool {
+        // Under loom: never (the CPU number is not part of the model, and
+        // a nondeterministic answer would break loom's replay).
+        #[cfg(loom)]
+        {
+            false
+        }
+        #[cfg(not(loom))]
+        {
+            SPIN_CPU
+                .try_with(|c| c.get() != sys::current_cpu())
+                .unwrap_or(false)
+        }
+    }
+
+    #[inline]
+    fn spin_begin(&self) {
+        #[cfg(not(loom))]
+        let _ = SPIN_CPU.try_with(|c| c.set(sys::current_cpu()));
+    }
+}
+
+static DEFAULT_ORACLE: BudgetOracle = BudgetOracle;
+static ORACLE: OnceLock<&'static dyn OnCpu> = OnceLock::new();
+
+/// Install `oracle` as the process's owner-running oracle. Works only
+/// before the first call to [`oracle`] (i.e. before the first spin);
+/// otherwise returns the oracle already in place.
+pub fn set_oracle(oracle: &'static dyn OnCpu) -> Result<(), &'static dyn OnCpu> {
+    let mut ours = false;
+    let got = *ORACLE.get_or_init(|| {
+        ours = true;
+        oracle
+    });
+    if ours {
+        Ok(())
+    } else {
+        Err(got)
+    }
+}
+
+/// The process's oracle ([`BudgetOracle`] unless [`set_oracle`] installed
+/// another one first).
+#[inline]
+pub fn oracle() -> &'static dyn OnCpu {
+    *ORACLE.get_or_init(|| &DEFAULT_ORACLE)
+}
+
+/// Whether optimistic spinning can ever help: more than one CPU online.
+#[inline]
+pub fn spinning_useful() -> bool {
+    cfg!(loom) || sys::online_cpus() > 1
+}
+
+/// Lower clamp of the base budget.
+pub const MIN_SPIN_NS: u64 = 250;
+/// Upper clamp of the base budget.
+pub const MAX_SPIN_NS: u64 = 20_000;
+/// Base budget when measuring is impossible (one CPU, no helper thread).
+pub const FALLBACK_SPIN_NS: u64 = 2_000;
+/// A lock's budget is at most this many base budgets.
+pub const MAX_BUDGET_FACTOR: u64 = 8;
+
+/// The base spin budget in ns: half a futex wait/wake round trip, measured
+/// once on first use (see the module docs).
+pub fn base_spin_ns() -> u64 {
+    #[cfg(loom)]
+    {
+        // The loom clock advances 1 µs per reading: two readings' worth.
+        2_000
+    }
+    #[cfg(not(loom))]
+    {
+        static BASE: OnceLock<u64> = OnceLock::new();
+        *BASE.get_or_init(|| {
+            if let Some(ns) = std::env::var("KLOCK_SPIN_NS")
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+            {
+                return ns.max(1);
+            }
+            calibrate::half_round_trip_ns()
+                .map_or(FALLBACK_SPIN_NS, |ns| ns.clamp(MIN_SPIN_NS, MAX_SPIN_NS))
+        })
+    }
+}
+
+#[cfg(not(loom))]
+mod calibrate {
+    use crate::sys::{futex_wait, futex_wake, monotonic_ns};
+    use std::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Release};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// Round trips to time (fewer if the time cap is reached first).
+    const ROUNDS: u32 = 24;
+    /// Stop measuring after this long.
+    const CAP_NS: u64 = 600_000;
+    /// Value of `ping` telling the helper to quit.
+    const QUIT: u32 = u32::MAX;
+
+    /// Median futex ping-pong round trip between this thread and a helper,
+    /// halved. `None` if no helper could be started or nothing was measured.
+    pub(super) fn half_round_trip_ns() -> Option<u64> {
+        if crate::sys::online_cpus() <= 1 {
+            return None;
+        }
+        let words = Arc::new((AtomicU32::new(0), AtomicU32::new(0)));
+        let w = words.clone();
+        let tick = Some(Duration::from_micros(200));
+        std::thread::Builder::new()
+            .name("klock-calibrate".into())
+            .spawn(move || {
+                let (ping, pong) = (&w.0, &w.1);
+                let start = monotonic_ns();
+                let mut seen = 0;
+                loop {
+                    // Acquire pairs with the Release store of `ping`.
+                    let v = ping.load(Acquire);
+                    if v == QUIT || monotonic_ns() - start > 4 * CAP_NS {
+                        return;
+                    }
+                    if v == seen {
+                        futex_wait(ping, v, tick);
+                        continue;
+                    }
+                    seen = v;
+                    pong.store(v, Release);
+                    futex_wake(pong, 1);
+                }
+            })
+            .ok()?;
+        let (ping, pong) = (&words.0, &words.1);
+        let start = monotonic_ns();
+        let mut samples = Vec::with_capacity(ROUNDS as usize);
+        'rounds: for i in 1..=ROUNDS {
+            let t0 = monotonic_ns();
+            if t0 - start > CAP_NS {
+                break;
+            }
+            ping.store(i, Release);
+            futex_wake(ping, 1);
+            while pong.load(Acquire) != i {
+                futex_wait(pong, i - 1, tick);
+                if monotonic_ns() - start > 2 * CAP_NS {
+                    break 'rounds;
+                }
+            }
+            // Skip the first round: it includes the helper's start-up.
+            if i > 1 {
+                samples.push(monotonic_ns() - t0);
+            }
+        }
+        ping.store(QUIT, Release);
+        futex_wake(ping, 1);
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort_unstable();
+        Some(samples[samples.len() / 2] / 2)
+    }
+}
+
+/// Per-lock adaptive spin budget: a moving average of how long successful
+/// spins took (4 bytes, kept in the lock). Statistics, not
+/// synchronisation: plain relaxed accesses, racing updates may be lost.
+#[derive(Debug, Default)]
+pub struct SpinStats {
+    avg_ns: AtomicU32,
+}
+
+impl SpinStats {
+    /// No history yet: the budget starts at the base.
+    pub const fn new() -> Self {
+        Self {
+            avg_ns: AtomicU32::new(0),
+        }
+    }
+
+    /// This lock's spin budget in ns: `clamp(2 × average, base,
+    /// MAX_BUDGET_FACTOR × base)`.
+    #[inline]
+    pub fn budget_ns(&self) -> u64 {
+        let base = base_spin_ns();
+        (2 * u64::from(self.avg_ns.load(Relaxed))).clamp(base, MAX_BUDGET_FACTOR * base)
+    }
+
+    /// A spin succeeded after `ns`: fold it into the average (weight 1/8).
+    #[inline]
+    pub fn record_success(&self, ns: u64) {
+        let ns = ns.min(u64::from(u32::MAX)) as i64;
+        let avg = i64::from(self.avg_ns.load(Relaxed));
+        let new = avg + (ns - avg) / 8;
+        self.avg_ns.store(new.max(0) as u32, Relaxed);
+    }
+
+    /// The current average of successful spin times, in ns.
+    pub fn average_ns(&self) -> u32 {
+        self.avg_ns.load(Relaxed)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn base_budget_is_measured_quickly_and_sane() {
+        let t0 = Instant::now();
+        let b = base_spin_ns();
+        let dt = t0.elapsed();
+        assert!((1..=MAX_SPIN_NS.max(1 << 40)).contains(&b), "{b}");
+        if std::env::var_os("KLOCK_SPIN_NS").is_none() {
+            assert!((MIN_SPIN_NS..=MAX_SPIN_NS).contains(&b), "{b}");
+        }
+        // Generous: the machine is shared; the cap itself is ~1.2 ms.
+        assert!(dt.as_millis() < 200, "calibration took {dt:?}");
+        assert_eq!(base_spin_ns(), b);
+    }
+
+    #[test]
+    fn budget_adapts_within_bounds() {
+        let s = SpinStats::new();
+        let base = base_spin_ns();
+        assert_eq!(s.budget_ns(), base);
+        for _ in 0..200 {
+            s.record_success(1_000_000);
+        }
+        assert_eq!(s.budget_ns(), MAX_BUDGET_FACTOR * base);
+        for _ in 0..200 {
+            s.record_success(10);
+        }
+        assert_eq!(s.budget_ns(), base);
+        assert!(s.average_ns() < 100);
+    }
+
+    #[test]
+    fn default_oracle_answers() {
+        let o = oracle();
+        assert_eq!(o.owner_running(1), None);
+        o.spin_begin();
+        // Possibly true if we were migrated just now; must not panic.
+        let _ = o.should_yield();
+        // The oracle is fixed once read.
+        assert!(set_oracle(&BudgetOracle).is_err());
+    }
+}

@@ -1,0 +1,344 @@
+//! Loom model of the optimistic-spinning mutex: mutual exclusion through
+//! the fast path, optimistic spinning (OSQ), the sleep path and the
+//! hand-off; no lost wake-up; a timed-out waiter leaves cleanly.
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p klock --release --test loom_mutex
+//! ```
+//!
+//! * Mutual exclusion: the protected counter is a loom `UnsafeCell`, so
+//!   two holders at once are a reported data race, and the final count is
+//!   exact.
+//! * Lost wake-ups: under loom a futex wait is a yield that returns, and a
+//!   parked waiter re-checks its own futex word until a waker sets it. A
+//!   wake-up that never comes therefore makes the waiter spin forever and
+//!   loom fails the model. In addition, the mutex asserts (under loom) the
+//!   invariant that makes wake-ups reliable: while a waiter is queued,
+//!   `WAITERS` is set whenever a thread holds `wait_lock`.
+//! * Hand-off: with a hand-off bound of 0 every first waiter demands the
+//!   lock; the `UnsafeCell` check shows nobody steals a `PICKUP`.
+//! * After each execution: the owner word is 0 and the wait list is empty.
+//!
+//! Each model records, through the mutex's loom-only `Probe`, which paths
+//! its executions took, and asserts the interesting ones were reached.
+#![cfg(loom)]
+
+use klock::mutex::{Probe, RawMutexWith, WaitLockRaw, YieldLock, NO_OWNER_SPIN, OWNER_SPIN};
+use klock::qspinlock::RawQSpinLockWith;
+use loom::cell::UnsafeCell;
+use loom::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+fn builder() -> loom::model::Builder {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(2);
+    }
+    b
+}
+
+#[derive(Debug, Default)]
+struct Coverage {
+    executions: AtomicU32,
+    spin_successes: AtomicU32,
+    osq_unqueues: AtomicU32,
+    sleeps: AtomicU32,
+    wakes_of_sleepers: AtomicU32,
+    handoff_requests: AtomicU32,
+    handoffs: AtomicU32,
+    pickups: AtomicU32,
+    timeouts: AtomicU32,
+    wake_next_on_leave: AtomicU32,
+}
+
+impl Coverage {
+    fn add(&self, p: &Probe) {
+        self.executions.fetch_add(1, Relaxed);
+        for (t, c) in [
+            (&self.spin_successes, &p.spin_successes),
+            (&self.osq_unqueues, &p.osq_unqueues),
+            (&self.sleeps, &p.sleeps),
+            (&self.wakes_of_sleepers, &p.wakes_of_sleepers),
+            (&self.handoff_requests, &p.handoff_requests),
+            (&self.handoffs, &p.handoffs),
+            (&self.pickups, &p.pickups),
+            (&self.timeouts, &p.timeouts),
+            (&self.wake_next_on_leave, &p.wake_next_on_leave),
+        ] {
+            t.fetch_add(c.load(Relaxed), Relaxed);
+        }
+    }
+}
+
+/// What one thread does.
+#[derive(Clone, Copy, Debug)]
+enum Part {
+    /// Lock, increment, unlock; this many times.
+    Lock(u32),
+    /// One timed attempt with a deadline this many ns (loom clock: 1 µs
+    /// per reading) from now; increment if it succeeded.
+    Timed(u64),
+}
+
+/// Returns how many acquisitions succeeded.
+fn run_part<const S: u8, W: WaitLockRaw>(
+    m: &RawMutexWith<S, W>,
+    data: &UnsafeCell<u32>,
+    p: Part,
+) -> u32 {
+    let bump = || {
+        let v = data.with(|p| unsafe { *p });
+        data.with_mut(|p| unsafe { *p = v + 1 });
+    };
+    match p {
+        Part::Lock(n) => {
+            for _ in 0..n {
+                let g = m.raw_lock();
+                bump();
+                unsafe { m.raw_unlock(g) };
+            }
+            n
+        }
+        Part::Timed(ns) => {
+            let deadline = klock::sys::monotonic_ns() + ns;
+            match m.raw_try_lock_until_ns(deadline) {
+                Some(g) => {
+                    bump();
+                    unsafe { m.raw_unlock(g) };
+                    1
+                }
+                None => 0,
+            }
+        }
+    }
+}
+
+/// The main thread plays `parts[0]` (after locking first if `main_holds`,
+/// so the others must contend), one spawned thread plays each other part.
+fn model<const S: u8, W: WaitLockRaw + 'static>(
+    parts: &'static [Part],
+    main_holds: bool,
+    handoff_ns: u64,
+) -> std::sync::Arc<Coverage> {
+    model_with::<S, W>(parts, main_holds, handoff_ns, false)
+}
+
+fn model_with<const S: u8, W: WaitLockRaw + 'static>(
+    parts: &'static [Part],
+    main_holds: bool,
+    handoff_ns: u64,
+    broken_unlock: bool,
+) -> std::sync::Arc<Coverage> {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    builder().check(move || {
+        let m = Arc::new(RawMutexWith::<S, W>::new());
+        m.set_loom_handoff_ns(handoff_ns);
+        if broken_unlock {
+            m.set_loom_broken_unlock();
+        }
+        let data = Arc::new(UnsafeCell::new(0u32));
+        let held = main_holds.then(|| m.raw_lock());
+        let hs: Vec<_> = parts[1..]
+            .iter()
+            .map(|&p| {
+                let (m, data) = (m.clone(), data.clone());
+                loom::thread::spawn(move || run_part(&*m, &data, p))
+            })
+            .collect();
+        let mut total = 0;
+        if let Some(g) = held {
+            let v = data.with(|p| unsafe { *p });
+            data.with_mut(|p| unsafe { *p = v + 1 });
+            unsafe { m.raw_unlock(g) };
+            total += 1;
+        }
+        total += run_part(&*m, &data, parts[0]);
+        for h in hs {
+            total += h.join().unwrap();
+        }
+        assert_eq!(data.with(|p| unsafe { *p }), total);
+        assert_eq!(m.word(), 0, "owner word not clean");
+        assert!(m.wait_list_is_empty(), "wait list not empty");
+        c.add(m.probe());
+    });
+    eprintln!("coverage: {cov:?}");
+    cov
+}
+
+const NEVER: u64 = u64::MAX / 2;
+
+/// Two lockers, spinning on: the OSQ-gated spin takes the lock.
+#[test]
+fn spin_two_threads() {
+    let cov = model::<OWNER_SPIN, YieldLock>(&[Part::Lock(1), Part::Lock(1)], true, NEVER);
+    assert!(cov.spin_successes.load(Relaxed) > 0);
+}
+
+/// Two lockers, no spinning: the second sleeps and must be woken (no lost
+/// wake-up between its queueing and the unlock).
+#[test]
+fn sleep_two_threads() {
+    let cov = model::<NO_OWNER_SPIN, YieldLock>(&[Part::Lock(1), Part::Lock(1)], true, NEVER);
+    assert!(cov.sleeps.load(Relaxed) > 0);
+    assert!(cov.wakes_of_sleepers.load(Relaxed) > 0);
+}
+
+/// Three lockers, no spinning: two waiters in the FIFO list.
+#[test]
+fn sleep_three_threads() {
+    let cov = model::<NO_OWNER_SPIN, YieldLock>(
+        &[Part::Lock(0), Part::Lock(1), Part::Lock(1)],
+        true,
+        NEVER,
+    );
+    assert!(cov.wakes_of_sleepers.load(Relaxed) > 0);
+}
+
+/// Three lockers spinning: a second spinner queues in the OSQ behind the
+/// first and may give up (unqueue) while the lock changes hands.
+#[test]
+fn spin_three_threads() {
+    let cov =
+        model::<OWNER_SPIN, YieldLock>(&[Part::Lock(0), Part::Lock(1), Part::Lock(1)], true, NEVER);
+    assert!(cov.spin_successes.load(Relaxed) > 0);
+}
+
+/// Hand-off bound 0: a queued waiter demands the lock; the unlock hands it
+/// over (PICKUP) while the main thread tries to re-lock at once.
+#[test]
+fn handoff_cannot_be_stolen() {
+    let cov = model::<NO_OWNER_SPIN, YieldLock>(&[Part::Lock(1), Part::Lock(1)], true, 0);
+    assert!(cov.handoff_requests.load(Relaxed) > 0);
+    assert!(cov.handoffs.load(Relaxed) > 0);
+    assert!(cov.pickups.load(Relaxed) > 0);
+}
+
+/// A timed waiter gives up (possibly right after being woken) while the
+/// lock changes hands: it must leave the list cleanly.
+#[test]
+fn timed_waiter_leaves_cleanly() {
+    let cov = model::<NO_OWNER_SPIN, YieldLock>(
+        &[Part::Lock(0), Part::Timed(5_000), Part::Lock(1)],
+        true,
+        NEVER,
+    );
+    assert!(cov.timeouts.load(Relaxed) > 0);
+    assert!(cov.wake_next_on_leave.load(Relaxed) > 0);
+}
+
+/// The main thread holds the lock until a timed waiter has given up; a
+/// second waiter may be queued behind it. The timed waiter must unlink
+/// itself and, if it was first, wake the next one; the second waiter must
+/// get the lock once the main thread unlocks (no lost wake-up).
+#[test]
+fn timed_first_waiter_times_out_with_waiter_behind() {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    builder().check(move || {
+        let m = Arc::new(RawMutexWith::<NO_OWNER_SPIN, YieldLock>::new());
+        let data = Arc::new(UnsafeCell::new(0u32));
+        let g = m.raw_lock();
+        let timed = {
+            let (m, data) = (m.clone(), data.clone());
+            loom::thread::spawn(move || run_part(&*m, &data, Part::Timed(4_000)))
+        };
+        let other = {
+            let (m, data) = (m.clone(), data.clone());
+            loom::thread::spawn(move || run_part(&*m, &data, Part::Lock(1)))
+        };
+        assert_eq!(timed.join().unwrap(), 0, "got a lock that was held");
+        let v = data.with(|p| unsafe { *p });
+        data.with_mut(|p| unsafe { *p = v + 1 });
+        unsafe { m.raw_unlock(g) };
+        assert_eq!(other.join().unwrap(), 1);
+        assert_eq!(data.with(|p| unsafe { *p }), 2);
+        assert_eq!(m.word(), 0, "owner word not clean");
+        assert!(m.wait_list_is_empty(), "wait list not empty");
+        c.add(m.probe());
+    });
+    eprintln!("coverage: {cov:?}");
+    assert!(cov.timeouts.load(Relaxed) > 0);
+    assert!(cov.wake_next_on_leave.load(Relaxed) > 0);
+}
+
+/// A timed spinner gives up in the OSQ or on the owner when its deadline
+/// passes, and the lock keeps working.
+#[test]
+fn timed_spinner_leaves_cleanly() {
+    let cov = model::<OWNER_SPIN, YieldLock>(
+        &[Part::Lock(0), Part::Timed(4_000), Part::Lock(1)],
+        true,
+        NEVER,
+    );
+    assert!(cov.timeouts.load(Relaxed) + cov.osq_unqueues.load(Relaxed) > 0);
+}
+
+/// Spinners and a hand-off: with a bound of 0 a sleeping first waiter
+/// demands the lock, and spinners (OSQ head, first-waiter spin) must not
+/// steal it.
+#[test]
+fn handoff_with_spinners() {
+    let cov =
+        model::<OWNER_SPIN, YieldLock>(&[Part::Lock(0), Part::Lock(1), Part::Lock(1)], true, 0);
+    assert!(cov.handoffs.load(Relaxed) > 0);
+}
+
+/// Two rounds each for two spinning threads, no head start.
+#[test]
+fn spin_two_threads_two_rounds() {
+    let cov = model::<OWNER_SPIN, YieldLock>(&[Part::Lock(2), Part::Lock(2)], false, 3_000);
+    assert!(cov.spin_successes.load(Relaxed) > 0);
+}
+
+/// The model can fail: an unlock that ignores WAITERS (releases with a
+/// plain store and wakes nobody) loses the sleeper's wake-up, which loom
+/// reports (the sleeper spins on its futex word forever, or the WAITERS
+/// invariant check fires).
+#[test]
+fn broken_unlock_lost_wakeup_is_caught() {
+    let r = std::panic::catch_unwind(|| {
+        model_with::<NO_OWNER_SPIN, YieldLock>(&[Part::Lock(1), Part::Lock(1)], true, NEVER, true);
+    });
+    let err = r.expect_err("loom should have found the lost wake-up");
+    let msg = err
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    eprintln!("broken unlock: {msg}");
+}
+
+/// The queued spinlock as wait_lock: same protocol, different lock.
+#[test]
+fn sleep_two_threads_qspinlock_wait_lock() {
+    let cov =
+        model::<NO_OWNER_SPIN, RawQSpinLockWith<2>>(&[Part::Lock(1), Part::Lock(1)], true, NEVER);
+    assert!(cov.wakes_of_sleepers.load(Relaxed) > 0);
+}
+
+/// Three threads, one of them locking twice, no head start, hand-off
+/// bound of a few clock readings: fast path, spinning, sleeping and
+/// hand-offs all mix.
+#[test]
+fn mixed_three_threads() {
+    let cov = model::<OWNER_SPIN, YieldLock>(
+        &[Part::Lock(1), Part::Lock(2), Part::Lock(1)],
+        false,
+        3_000,
+    );
+    assert!(cov.spin_successes.load(Relaxed) > 0);
+    assert!(cov.sleeps.load(Relaxed) > 0);
+}
+
+/// Three sleeping threads, two rounds for one of them.
+#[test]
+fn sleep_three_threads_two_rounds() {
+    let cov = model::<NO_OWNER_SPIN, YieldLock>(
+        &[Part::Lock(1), Part::Lock(2), Part::Lock(1)],
+        false,
+        NEVER,
+    );
+    assert!(cov.wakes_of_sleepers.load(Relaxed) > 0);
+}
