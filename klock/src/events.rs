@@ -142,6 +142,9 @@ lock_events! {
         MutexWake = "wake",
         /// An unlocker handed the lock to the first waiter (`PICKUP`).
         MutexHandoff = "handoff",
+        /// Did not spin: as many threads as CPUs-1 were already spinning
+        /// on this lock (one more could only spin on a preempted owner).
+        MutexSpinFailCrowded = "spin_fail_crowded",
     }
 }
 

@@ -46,6 +46,33 @@ pub fn futex_wake(word: &AtomicU32, n: u32) -> usize {
     rustix::thread::futex::wake(word, rustix::thread::futex::Flags::PRIVATE, n).unwrap_or(0)
 }
 
+/// `FUTEX_WAKE` of up to `n` threads sleeping on the futex at address `addr`
+/// (an `AtomicU32`'s address as an integer: it is never dereferenced),
+/// which need not be live any more: for a private futex the kernel keys
+/// the wait queue by address and never reads the word, so a wake-up sent
+/// after the waiter returned (and its stack frame was reused) is at worst
+/// a spurious wake-up for whoever waits there now — which every futex
+/// waiter must tolerate anyway. This lets a lock wake a waiter *after*
+/// releasing the lock that keeps the waiter's record alive (the kernel's
+/// `wake_q`), so the woken thread never runs into that lock still held.
+#[cfg(not(loom))]
+pub fn futex_wake_addr(addr: usize, n: u32) {
+    // SAFETY: FUTEX_WAKE only uses the address as a key; no memory is
+    // accessed through it.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            addr,
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            n as libc::c_int,
+        );
+    }
+}
+
+/// Loom: a no-op like [`futex_wake`] (modelled waits are yields).
+#[cfg(loom)]
+pub fn futex_wake_addr(_addr: usize, _n: u32) {}
+
 #[cfg(loom)]
 pub fn futex_wait(word: &AtomicU32, expected: u32, _timeout: Option<Duration>) -> WaitResult {
     if word.load(crate::sync::Ordering::Acquire) != expected {

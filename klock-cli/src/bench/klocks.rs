@@ -18,3 +18,43 @@ impl<const PL: u32> BenchLock for QSpin<PL> {
         snapshot(LockType::QSpinLock)
     }
 }
+
+/// The queued spinlock with the portable 32-bit RMW unlock instead of the
+/// x86-64 byte store: shows what the per-arch unlock saves (DESIGN §3).
+pub struct QSpinRmw(klock::RawQSpinLock);
+
+impl BenchLock for QSpinRmw {
+    fn new() -> Self {
+        Self(klock::RawQSpinLock::new())
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.0.raw_lock();
+        let r = f();
+        // SAFETY: locked just above, by this thread.
+        unsafe { self.0.raw_unlock_portable() };
+        r
+    }
+    fn events() -> Vec<(&'static str, u64)> {
+        snapshot(LockType::QSpinLock)
+    }
+}
+
+/// `klock::RawMutexWith<SPIN, W>`: the optimistic-spinning mutex with a
+/// fixed spin mode and wait-list lock.
+pub struct KMutex<const SPIN: u8, W: klock::mutex::WaitLockRaw = klock::mutex::WaitLock>(
+    RawM<klock::RawMutexWith<SPIN, W>>,
+);
+
+impl<const SPIN: u8, W: klock::mutex::WaitLockRaw + 'static> BenchLock for KMutex<SPIN, W> {
+    fn new() -> Self {
+        Self(RawM::new())
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.0.write(f)
+    }
+    fn events() -> Vec<(&'static str, u64)> {
+        snapshot(LockType::Mutex)
+    }
+}

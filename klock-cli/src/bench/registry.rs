@@ -53,6 +53,38 @@ pub fn all() -> Vec<LockEntry> {
             "klock qspinlock without the pending->locked wait (the seed's 'patched' column)"
         ),
         entry!(
+            QSpinRmw,
+            "qspinlock-rmw",
+            "klock-qspinlock",
+            "pending-loops=512,unlock=rmw",
+            false,
+            "klock qspinlock with the portable 32-bit RMW unlock instead of the x86-64 byte store"
+        ),
+        entry!(
+            KMutex<{ klock::mutex::OWNER_SPIN }>,
+            "mutex",
+            "klock-mutex",
+            "owner-spin",
+            false,
+            "klock::Mutex: spins while the owner runs (OSQ-gated), else sleeps on a futex; hand-off"
+        ),
+        entry!(
+            KMutex<{ klock::mutex::NO_OWNER_SPIN }>,
+            "mutex-nospin",
+            "klock-mutex",
+            "no-owner-spin",
+            false,
+            "klock::Mutex with owner spinning off (kernel NO_OWNER_SPIN): contended lockers sleep"
+        ),
+        entry!(
+            KMutex<{ klock::mutex::OWNER_SPIN }, klock::RawQSpinLock>,
+            "mutex-qwait",
+            "klock-mutex",
+            "owner-spin,wait_lock=qspinlock",
+            false,
+            "klock::Mutex with its wait list under a qspinlock (the kernel's choice) instead of the yielding lock"
+        ),
+        entry!(
             StdMutex,
             "std-mutex",
             "std-mutex",

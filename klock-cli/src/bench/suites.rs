@@ -28,16 +28,6 @@ fn read_mostly(n: usize) -> (usize, usize) {
     (n - w, w)
 }
 
-const EXCLUSIVE_PEERS: &[&str] = &[
-    "qspinlock",
-    "std-mutex",
-    "parking_lot",
-    "pthread",
-    "pthread-adaptive",
-    "pthread-spin",
-    "ticket",
-    "ttas",
-];
 const RW_PEERS: &[&str] = &["std-rwlock", "parking_lot-rwlock", "pthread-rwlock"];
 
 pub const SUITES: &[Suite] = &[
@@ -45,8 +35,16 @@ pub const SUITES: &[Suite] = &[
         name: "mutex",
         title: "test-mutex \"V\" shape (2009 adaptive-spinning mail): short VFS-like critical \
                 sections on shared state, all threads writers",
-        default_locks: EXCLUSIVE_PEERS,
-        default_threads: &[1, 2, 4, 8, 16],
+        default_locks: &[
+            "mutex",
+            "mutex-nospin",
+            "mutex-qwait",
+            "std-mutex",
+            "parking_lot",
+            "pthread",
+            "pthread-adaptive",
+        ],
+        default_threads: &[1, 2, 4, 8, 16, 32],
         cs: CriticalSection::Map { lookups: 0 },
         outside_ns: 200,
         mix: all_writers,
@@ -68,6 +66,8 @@ pub const SUITES: &[Suite] = &[
         default_locks: &[
             "qspinlock",
             "qspinlock-pl0",
+            "qspinlock-rmw",
+            "mutex",
             "pthread-spin",
             "ticket",
             "ttas",
@@ -85,6 +85,9 @@ pub const SUITES: &[Suite] = &[
         title: "uncontended cost: one thread, lock + counter increment + unlock",
         default_locks: &[
             "qspinlock",
+            "qspinlock-rmw",
+            "mutex",
+            "mutex-nospin",
             "std-mutex",
             "parking_lot",
             "pthread",
