@@ -128,6 +128,8 @@ lock_events! {
     Mutex = "mutex" {
         /// Optimistic spinning (OSQ head or first waiter) took the lock.
         MutexSpinSuccess = "spin_success",
+        /// The brief read-only poll before optimistic spinning took the lock.
+        MutexSpinQuick = "spin_quick",
         /// Spinning stopped: the oracle said the owner is not running.
         MutexSpinFailOwnerSleeping = "spin_fail_owner_sleeping",
         /// Spinning stopped: the time budget (or the caller's deadline) ran out.
