@@ -1,4 +1,5 @@
 //! The `klock` command's library: the benchmark harness, its peers and
-//! suites (and later torture and stat).
+//! suites, and `klock torture`.
 
 pub mod bench;
+pub mod torture;
