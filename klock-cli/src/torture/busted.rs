@@ -80,8 +80,9 @@ impl TortureLock for LockDeadlock {
         let r = f();
         // Relaxed: a counter under the lock; only its uniqueness matters.
         if self.acquisitions.fetch_add(1, Ordering::Relaxed) + 1 == DEADLOCK_AFTER {
-            // The lost unlock: the lock stays held by nobody, forever.
-            std::mem::forget(g);
+            // The lost unlock: the guard is dropped without unlocking,
+            // so the lock stays held by nobody, forever.
+            let _ = g;
         } else {
             // SAFETY: `g` is the guard of the acquisition just made.
             unsafe { self.raw.unlock(g) };
