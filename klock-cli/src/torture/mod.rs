@@ -45,10 +45,12 @@ impl Options {
         let cpus = klock::sys::online_cpus().max(1);
         let nwriters = self.nwriters.unwrap_or(2 * cpus);
         let nreaders = match self.nreaders {
-            Some(n) if n > 0 && !ty.shared => return Err(format!(
+            Some(n) if n > 0 && !ty.shared => {
+                return Err(format!(
                 "--type {} has no shared (read) side: drop --nreaders or pick a reader-writer type",
                 ty.id
-            )),
+            ))
+            }
             Some(n) => n,
             None if ty.shared => cpus,
             None => 0,
