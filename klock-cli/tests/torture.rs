@@ -169,6 +169,30 @@ fn watchdog_fails_a_deadlocked_run_and_ends_the_process() {
 }
 
 #[test]
+fn watchdog_catches_one_lost_wakeup_while_others_progress() {
+    let (code, t) = torture(
+        &[
+            "--type",
+            "lock_lostwake",
+            "--duration",
+            "60s",
+            "--watchdog",
+            "500ms",
+            "--stutter",
+            "0",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(code, Some(1), "{t}");
+    // The per-thread bound fired (not the global one): a named thread has
+    // been acquiring too long.
+    let why = t.lines().find(|l| l.starts_with("!!! watchdog:")).unwrap();
+    assert!(why.contains("acquiring (blocking) for"), "{t}");
+    assert!(why.contains("writer "), "{t}");
+    assert!(last_line(&t).contains("FAILURE"), "{t}");
+}
+
+#[test]
 fn bad_torture_args_are_clear_errors() {
     for (args, says) in [
         (&["--type", "nosuch"][..], "Valid types: qspinlock"),

@@ -10,6 +10,10 @@
 //!   whose unlock is lost: every thread then waits forever (a lost wake-up
 //!   in its purest form). The watchdog must fail the run and end the
 //!   process.
+//! - [`LockLostWake`] (hidden `--type lock_lostwake`): a correct mutex,
+//!   except that one blocking locker is never woken (it waits forever)
+//!   while the others go on: the lost wake-up as it shows in real locks.
+//!   The watchdog's per-thread bound must catch it.
 
 use super::lock::{How, TortureLock};
 use lock_api::{RawMutex as _, RawMutexTimed as _};
@@ -87,6 +91,45 @@ impl TortureLock for LockDeadlock {
             // SAFETY: `g` is the guard of the acquisition just made.
             unsafe { self.raw.unlock(g) };
         }
+        Some(r)
+    }
+}
+
+/// The blocking acquisition of [`LockLostWake`] that never returns.
+pub const LOST_WAKE_AT: u64 = 1000;
+
+/// A mutex that loses one waiter's wake-up (test-only).
+pub struct LockLostWake {
+    raw: parking_lot::RawMutex,
+    blocking: AtomicU64,
+}
+
+impl TortureLock for LockLostWake {
+    const TRY: bool = true;
+
+    fn new() -> Self {
+        Self {
+            raw: parking_lot::RawMutex::INIT,
+            blocking: AtomicU64::new(0),
+        }
+    }
+    fn write<T>(&self, how: How, f: impl FnOnce() -> T) -> Option<T> {
+        let g = match how {
+            How::Block => {
+                // Relaxed: only the count's uniqueness matters.
+                if self.blocking.fetch_add(1, Ordering::Relaxed) + 1 == LOST_WAKE_AT {
+                    // This waiter's wake-up is lost: it sleeps for good.
+                    loop {
+                        std::thread::park();
+                    }
+                }
+                self.raw.lock()
+            }
+            _ => self.raw.try_lock()?,
+        };
+        let r = f();
+        // SAFETY: `g` is the guard of the acquisition just made.
+        unsafe { self.raw.unlock(g) };
         Some(r)
     }
 }

@@ -493,6 +493,15 @@ impl<L: TortureLock> Shared<L> {
         (for_ns > allowed).then(|| format!("{} {} for {}", s.who(), phase_name(s), fmt_ns(for_ns)))
     }
 
+    /// The watchdog's verdict, and where every thread is.
+    fn report_stall(&self, why: &str) {
+        println!(
+            "!!! watchdog: {why} (bound {}): lost wake-up, deadlock or starvation",
+            hd(self.cfg.watchdog)
+        );
+        self.dump();
+    }
+
     /// Where every thread is.
     fn dump(&self) {
         let now = monotonic_ns();
@@ -540,6 +549,11 @@ fn phase_name(s: &Slot) -> String {
     }
 }
 
+/// A user-facing duration as the flags take it (`2s`, `500ms`, `0s`).
+fn hd(d: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(d)
+}
+
 /// `1.23ms`-style duration.
 pub fn fmt_ns(ns: u64) -> String {
     match ns {
@@ -585,18 +599,18 @@ pub fn run<L: TortureLock>(cfg: &Config) -> Outcome {
         mixes.push("downgrade");
     }
     println!(
-        "klock torture --type {}: {} writers, {} readers, {:?}; long hold {:?}, stutter {}, watchdog {:?}; mixes in: blocking{}{}",
+        "klock torture --type {}: {} writers, {} readers, {}; long hold {}, stutter {}, watchdog {}; mixes in: blocking{}{}",
         cfg.type_name,
         cfg.nwriters,
         nreaders,
-        cfg.duration,
-        cfg.long_hold,
+        hd(cfg.duration),
+        hd(cfg.long_hold),
         if cfg.stutter.is_zero() {
             "off".to_string()
         } else {
-            format!("{:?} run / {:?} pause", cfg.stutter, cfg.stutter / 4)
+            format!("{} run / {} pause", hd(cfg.stutter), hd(cfg.stutter / 4))
         },
-        cfg.watchdog,
+        hd(cfg.watchdog),
         if mixes.is_empty() { "" } else { ", " },
         mixes.join(", ")
     );
@@ -669,7 +683,13 @@ pub fn run<L: TortureLock>(cfg: &Config) -> Outcome {
             sh.print_messages(&mut printed);
             next_stat += ns(cfg.stat_interval);
         }
-        if stall.is_some() || now >= end {
+        if let Some(why) = &stall {
+            // Report before the stop, while every thread is still where it
+            // got stuck.
+            sh.report_stall(why);
+            break;
+        }
+        if now >= end {
             break;
         }
     }
@@ -687,19 +707,15 @@ pub fn run<L: TortureLock>(cfg: &Config) -> Outcome {
                     .iter()
                     .find_map(|s| sh.stuck(s, now))
                     .unwrap_or_else(|| "a thread did not stop".into());
-                stall = Some(format!("after the stop, {why}"));
+                let why = format!("after the stop, {why}");
+                sh.report_stall(&why);
+                stall = Some(why);
                 break;
             }
             std::thread::sleep(tick);
         }
     }
-    if let Some(why) = &stall {
-        println!(
-            "!!! watchdog: {why} (bound {:?}): lost wake-up, deadlock or starvation",
-            cfg.watchdog
-        );
-        sh.dump();
-    } else {
+    if stall.is_none() {
         for h in handles {
             // Panics were caught and counted inside the thread.
             let _ = h.join();
@@ -749,15 +765,15 @@ pub fn run<L: TortureLock>(cfg: &Config) -> Outcome {
     let read_fails = sh.read_fails.load(Relaxed);
     let success = stall.is_none() && write_fails == 0 && read_fails == 0;
     println!(
-        "--- End of test: {}: --type {} nwriters={} nreaders={} duration={:?} long_hold={:?} stutter={:?} watchdog={:?}",
+        "--- End of test: {}: --type {} nwriters={} nreaders={} duration={} long_hold={} stutter={} watchdog={}",
         if success { "SUCCESS" } else { "FAILURE" },
         cfg.type_name,
         cfg.nwriters,
         nreaders,
-        cfg.duration,
-        cfg.long_hold,
-        cfg.stutter,
-        cfg.watchdog
+        hd(cfg.duration),
+        hd(cfg.long_hold),
+        hd(cfg.stutter),
+        hd(cfg.watchdog)
     );
     Outcome {
         success,

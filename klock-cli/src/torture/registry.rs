@@ -2,7 +2,7 @@
 //! `klock!(ADAPTER<RAW, FLAGS…>, "id", "about")` — see [`super::lock`] for
 //! the adapters and what each capability flag needs.
 
-use super::busted::{LockBusted, LockDeadlock, RwBusted};
+use super::busted::{LockBusted, LockDeadlock, LockLostWake, RwBusted};
 use super::engine::{run, Config, Outcome};
 use super::lock::*;
 use crate::bench::peers::{
@@ -103,6 +103,7 @@ pub fn all() -> Vec<TortureType> {
         broken!(LockBusted, "lock_busted", "BROKEN on purpose: takes nothing (must end in FAILURE)", hidden: false),
         broken!(RwBusted, "rwlock_busted", "BROKEN on purpose: readers ignore writers (must end in FAILURE)", hidden: false),
         broken!(LockDeadlock, "lock_deadlock", "BROKEN on purpose: loses an unlock, deadlocks (watchdog test)", hidden: true),
+        broken!(LockLostWake, "lock_lostwake", "BROKEN on purpose: one waiter is never woken (watchdog test)", hidden: true),
     ]
 }
 
