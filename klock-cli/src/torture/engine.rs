@@ -374,6 +374,15 @@ impl<L: TortureLock> Shared<L> {
                         || {
                             self.writer_enter(slot);
                             self.writer_body(&rng);
+                            let r = self.readers_in.load(Relaxed);
+                            if r != 0 {
+                                self.fail(Role::Writer, || {
+                                    format!(
+                                        "{r} reader(s) got in while {} held the lock",
+                                        slot.who()
+                                    )
+                                });
+                            }
                             // Become a reader before the downgrade lets readers in.
                             self.readers_in.fetch_add(1, Relaxed);
                             if self.writers_in.fetch_sub(1, Relaxed) != 1 {
@@ -782,5 +791,46 @@ pub fn run<L: TortureLock>(cfg: &Config) -> Outcome {
         reads,
         write_fails,
         read_fails,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::busted::LockBusted;
+    use super::super::lock::{Downgrade, Mx, Rw, Timed};
+    use super::*;
+
+    fn cfg(nreaders: usize) -> Config {
+        Config {
+            type_name: "test".into(),
+            nwriters: 3,
+            nreaders,
+            duration: Duration::from_millis(300),
+            stat_interval: Duration::from_millis(100),
+            long_hold: Duration::from_millis(5),
+            stutter: Duration::from_millis(100),
+            watchdog: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn library_run_passes_a_correct_lock_and_fails_a_busted_one() {
+        let ok = run::<Mx<parking_lot::RawMutex, Timed>>(&cfg(0));
+        assert!(ok.success && !ok.stalled && ok.writes > 0, "{ok:?}");
+        let rw = run::<Rw<parking_lot::RawRwLock, Timed, Downgrade>>(&cfg(2));
+        assert!(rw.success && rw.reads > 0, "{rw:?}");
+        let bad = run::<LockBusted>(&cfg(0));
+        assert!(
+            !bad.success && bad.write_fails > 0 && !bad.stalled,
+            "{bad:?}"
+        );
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(fmt_ns(999), "999ns");
+        assert_eq!(fmt_ns(1_500), "1.5µs");
+        assert_eq!(fmt_ns(50_200_000), "50.2ms");
+        assert_eq!(fmt_ns(12_000_000_000), "12.00s");
     }
 }
