@@ -67,7 +67,7 @@ struct BenchArgs {
 #[derive(Args)]
 struct TortureArgs {
     /// Lock to torture (see --list); lock_busted must FAIL.
-    #[arg(long = "type", required_unless_present_any = ["list", "list_klock"])]
+    #[arg(long = "type", value_name = "TYPE", required_unless_present_any = ["list", "list_klock"])]
     ty: Option<String>,
     /// Writer threads (default: 2 × CPUs).
     #[arg(long)]
