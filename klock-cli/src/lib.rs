@@ -1,5 +1,5 @@
 //! The `klock` command's library: the benchmark harness, its peers and
-//! suites, and `klock torture`.
+//! suites (and later torture and stat).
 
 pub mod bench;
 pub mod torture;
