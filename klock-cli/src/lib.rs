@@ -2,3 +2,4 @@
 //! suites (and later torture and stat).
 
 pub mod bench;
+pub mod torture;

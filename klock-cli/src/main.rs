@@ -1,7 +1,7 @@
 //! `klock`: the kernel's lock experiments, torture and lockstat for userspace.
 
 use clap::{Args, Parser, Subcommand};
-use klock_bench::bench;
+use klock_bench::{bench, torture};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -21,6 +21,8 @@ struct Cli {
 enum Cmd {
     /// Run benchmark suites (default: the headline suites) and print the kernel's tables.
     Bench(BenchArgs),
+    /// Torture one lock (the kernel's locktorture): exits 0 on SUCCESS, 1 on FAILURE.
+    Torture(TortureArgs),
 }
 
 #[derive(Args)]
@@ -62,9 +64,82 @@ struct BenchArgs {
     list: bool,
 }
 
+#[derive(Args)]
+struct TortureArgs {
+    /// Lock to torture (see --list); lock_busted must FAIL.
+    #[arg(long = "type", value_name = "TYPE", required_unless_present_any = ["list", "list_klock"])]
+    ty: Option<String>,
+    /// Writer threads (default: 2 × CPUs).
+    #[arg(long)]
+    nwriters: Option<usize>,
+    /// Reader threads, reader-writer types only (default: 1 × CPUs; 0 for exclusive types).
+    #[arg(long)]
+    nreaders: Option<usize>,
+    /// How long to run, e.g. 10s, 2m (default 10s).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// Print the Writes/Reads lines this often (default 1s).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    stat_interval: Option<Duration>,
+    /// Occasional long critical section, about once a second (default 50ms; 0 = off).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    long_hold: Option<Duration>,
+    /// Run this long, then pause every thread a quarter of it (default 1s; 0 = off).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    stutter: Option<Duration>,
+    /// Fail if no thread acquires, or one thread waits, this long (default 5s).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    watchdog: Option<Duration>,
+    /// List lock types, then exit.
+    #[arg(long)]
+    list: bool,
+    /// List klock's own lock types, one per line (for scripts), then exit.
+    #[arg(long, hide = true)]
+    list_klock: bool,
+}
+
+fn torture_main(a: TortureArgs) -> ExitCode {
+    if a.list {
+        print!("{}", torture::list());
+        return ExitCode::SUCCESS;
+    }
+    if a.list_klock {
+        print!("{}", torture::list_klock());
+        return ExitCode::SUCCESS;
+    }
+    let opts = torture::Options {
+        ty: a.ty.unwrap_or_default(),
+        nwriters: a.nwriters,
+        nreaders: a.nreaders,
+        duration: a.duration,
+        stat_interval: a.stat_interval,
+        long_hold: a.long_hold,
+        stutter: a.stutter,
+        watchdog: a.watchdog,
+    };
+    let (ty, cfg) = match opts.plan() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("klock torture: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = (ty.run)(&cfg);
+    let code = i32::from(!outcome.success);
+    if outcome.stalled {
+        // Threads may be stuck in the lock for good: end the process now
+        // rather than wait for them.
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        std::process::exit(code);
+    }
+    ExitCode::from(code as u8)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Torture(a) => torture_main(a),
         Cmd::Bench(a) => {
             if a.list {
                 print!("{}", bench::list());

@@ -1,0 +1,124 @@
+//! Every lock `klock torture --type` knows. Adding a lock is one line:
+//! `klock!(ADAPTER<RAW, FLAGS…>, "id", "about")` — see [`super::lock`] for
+//! the adapters and what each capability flag needs.
+
+use super::busted::{LockBusted, LockDeadlock, LockLostWake, RwBusted};
+use super::engine::{run, Config, Outcome};
+use super::lock::*;
+use crate::bench::peers::{
+    PthreadAdaptive, PthreadNormal, PthreadRwLock, PthreadSpin, TicketLock, TtasLock,
+};
+use klock::mutex::{NO_OWNER_SPIN, OWNER_SPIN};
+
+/// One `--type`.
+pub struct TortureType {
+    pub id: &'static str,
+    pub about: &'static str,
+    /// One of klock's own locks (CI tortures every one of these).
+    pub klock: bool,
+    /// Deliberately broken (expected to FAIL).
+    pub broken: bool,
+    /// Not listed (test-only).
+    pub hidden: bool,
+    pub shared: bool,
+    pub try_: bool,
+    pub timed: bool,
+    pub downgrade: bool,
+    pub run: fn(&Config) -> Outcome,
+}
+
+macro_rules! entry {
+    ($ty:ty, $id:expr, $about:expr, $klock:expr, $broken:expr, $hidden:expr) => {
+        TortureType {
+            id: $id,
+            about: $about,
+            klock: $klock,
+            broken: $broken,
+            hidden: $hidden,
+            shared: <$ty as TortureLock>::SHARED,
+            try_: <$ty as TortureLock>::TRY,
+            timed: <$ty as TortureLock>::TIMED,
+            downgrade: <$ty as TortureLock>::DOWNGRADE,
+            run: run::<$ty>,
+        }
+    };
+}
+
+/// A klock lock (must SUCCEED; CI runs each).
+macro_rules! klock {
+    ($ty:ty, $id:expr, $about:expr) => {
+        entry!($ty, $id, $about, true, false, false)
+    };
+}
+
+/// A peer lock (must SUCCEED).
+macro_rules! peer {
+    ($ty:ty, $id:expr, $about:expr) => {
+        entry!($ty, $id, $about, false, false, false)
+    };
+}
+
+/// A deliberately broken lock (must FAIL); `hidden` ones are test-only.
+macro_rules! broken {
+    ($ty:ty, $id:expr, $about:expr, hidden: $hidden:expr) => {
+        entry!($ty, $id, $about, false, true, $hidden)
+    };
+}
+
+/// Every type: klock's, then the peers, then the broken ones.
+pub fn all() -> Vec<TortureType> {
+    vec![
+        klock!(
+            Mx<klock::RawQSpinLock>,
+            "qspinlock",
+            "klock::SpinLock: queued spinlock (pending wait 512)"
+        ),
+        klock!(
+            Mx<klock::RawQSpinLockWith<0>>,
+            "qspinlock-pl0",
+            "klock queued spinlock without the pending->locked wait"
+        ),
+        klock!(Mx<klock::RawMutex, Timed>, "mutex", "klock::Mutex: optimistic spinning per the global switch"),
+        klock!(
+            Mx<klock::RawMutexWith<OWNER_SPIN>, Timed>,
+            "mutex-spin",
+            "klock mutex, always spins on a running owner"
+        ),
+        klock!(
+            Mx<klock::RawMutexWith<NO_OWNER_SPIN>, Timed>,
+            "mutex-nospin",
+            "klock mutex, never spins (sleeps at once)"
+        ),
+        // klock locks from the other branches go here, one line each.
+        peer!(StdMx, "std-mutex", "std::sync::Mutex"),
+        peer!(Mx<parking_lot::RawMutex, Timed>, "parking_lot", "parking_lot::Mutex"),
+        peer!(Peer<PthreadNormal, false>, "pthread", "glibc pthread_mutex_t, NORMAL (blocking only)"),
+        peer!(Peer<PthreadAdaptive, false>, "pthread-adaptive", "glibc pthread_mutex_t, ADAPTIVE_NP (blocking only)"),
+        peer!(Peer<PthreadSpin, false>, "pthread-spin", "glibc pthread_spinlock_t (blocking only)"),
+        peer!(Peer<TicketLock, false>, "ticket", "baseline ticket spinlock (blocking only)"),
+        peer!(Peer<TtasLock, false>, "ttas", "baseline test-and-test-and-set spinlock (blocking only)"),
+        peer!(StdRw, "std-rwlock", "std::sync::RwLock"),
+        peer!(Rw<parking_lot::RawRwLock, Timed, Downgrade>, "parking_lot-rwlock", "parking_lot::RwLock"),
+        peer!(Peer<PthreadRwLock, true>, "pthread-rwlock", "glibc pthread_rwlock_t (blocking only)"),
+        broken!(LockBusted, "lock_busted", "BROKEN on purpose: takes nothing (must end in FAILURE)", hidden: false),
+        broken!(RwBusted, "rwlock_busted", "BROKEN on purpose: readers ignore writers (must end in FAILURE)", hidden: false),
+        broken!(LockDeadlock, "lock_deadlock", "BROKEN on purpose: loses an unlock, deadlocks (watchdog test)", hidden: true),
+        broken!(LockLostWake, "lock_lostwake", "BROKEN on purpose: one waiter is never woken (watchdog test)", hidden: true),
+    ]
+}
+
+/// Look up `id` (hidden types included); the error lists the valid names.
+pub fn find(id: &str) -> Result<TortureType, String> {
+    let mut all = all();
+    match all.iter().position(|t| t.id == id) {
+        Some(i) => Ok(all.swap_remove(i)),
+        None => Err(format!(
+            "unknown --type '{id}'. Valid types: {} (see `klock torture --list`)",
+            all.iter()
+                .filter(|t| !t.hidden)
+                .map(|t| t.id)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
