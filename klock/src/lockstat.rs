@@ -254,6 +254,61 @@ fn new_row(l: &mut Local, class: u32) {
     l.rows[i] = Some(row);
 }
 
+// --- the clock ------------------------------------------------------------
+
+/// 1: timestamps are TSC ticks; 2: monotonic ns. Set when the registry is
+/// created, which happens before any tracked lock can time anything (a
+/// lock needs its class first).
+static CLOCK: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(2);
+
+fn tsc_is_reliable() -> bool {
+    cfg!(target_arch = "x86_64")
+        && std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .is_ok_and(|s| s.trim() == "tsc")
+}
+
+#[inline(always)]
+fn tsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unused_unsafe)]
+    // SAFETY: RDTSC has no preconditions on x86-64.
+    unsafe {
+        core::arch::x86_64::_rdtsc()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    monotonic_ns()
+}
+
+/// A lockstat timestamp, in opaque units: TSC ticks where the kernel
+/// itself uses the TSC as its clock (a few ns to read, against 20–30 ns for
+/// `clock_gettime` on a VM), else monotonic ns. Reports convert to ns,
+/// calibrating ticks against the monotonic clock over the time since the
+/// registry was created. Pass these, not [`crate::sys::monotonic_ns`], to
+/// [`LockStat::acquired_at`] and [`LockStat::released`].
+#[inline(always)]
+pub fn now() -> u64 {
+    if CLOCK.load(Relaxed) == 1 {
+        tsc()
+    } else {
+        monotonic_ns()
+    }
+}
+
+/// ns per timestamp unit, from `(tsc0, ns0)` (taken at registry creation)
+/// to now; waits until 1 ms has passed so the ratio is precise.
+fn ns_per_unit(tsc0: u64, ns0: u64) -> f64 {
+    if CLOCK.load(Relaxed) != 1 {
+        return 1.0;
+    }
+    let mut ns = monotonic_ns();
+    while ns.saturating_sub(ns0) < 1_000_000 {
+        std::hint::spin_loop();
+        ns = monotonic_ns();
+    }
+    let ticks = tsc().saturating_sub(tsc0).max(1);
+    (ns - ns0) as f64 / ticks as f64
+}
+
 // --- the registry ---------------------------------------------------------
 
 /// A class's totals from rows already folded (threads that exited).
@@ -288,6 +343,9 @@ struct Registry {
     classes: Vec<ClassEntry>,
     by_name: HashMap<String, u32>,
     since_ns: u64,
+    /// Calibration origin: TSC and monotonic ns at registry creation.
+    tsc0: u64,
+    ns0: u64,
 }
 
 fn registry() -> MutexGuard<'static, Registry> {
@@ -296,10 +354,16 @@ fn registry() -> MutexGuard<'static, Registry> {
         if std::env::var("KLOCK_LOCKSTAT").is_ok_and(|v| v == "1") {
             register_exit_dump();
         }
+        if tsc_is_reliable() {
+            CLOCK.store(1, Relaxed);
+        }
+        let ns0 = monotonic_ns();
         Mutex::new(Registry {
             classes: Vec::new(),
             by_name: HashMap::new(),
-            since_ns: monotonic_ns(),
+            since_ns: ns0,
+            tsc0: tsc(),
+            ns0,
         })
     })
     .lock()
@@ -393,7 +457,7 @@ pub struct Contention {
 /// };
 /// let t = stat.acquired(Mode::Write, contention);
 /// drop(guard);
-/// stat.released(Mode::Write, t, klock::sys::monotonic_ns());
+/// stat.released(Mode::Write, t, klock::lockstat::now());
 /// ```
 #[derive(Debug)]
 pub struct LockStat {
@@ -445,7 +509,7 @@ impl LockStat {
     pub fn contended(&self, _mode: Mode, site: &'static Location<'static>) -> Contention {
         let me = LOCAL.try_with(|l| l.borrow().me).unwrap_or(0);
         Contention {
-            since_ns: monotonic_ns(),
+            since_ns: now(),
             site,
             bounce: self.last.load(Relaxed) != me,
         }
@@ -455,7 +519,15 @@ impl LockStat {
     /// Returns the acquisition timestamp to pass to [`released`](Self::released).
     #[inline]
     pub fn acquired(&self, mode: Mode, contention: Option<Contention>) -> u64 {
-        let now = monotonic_ns();
+        self.acquired_at(mode, contention, now())
+    }
+
+    /// [`acquired`](Self::acquired) with the acquisition time taken by the
+    /// caller (for wrappers that can only record after the fact, e.g.
+    /// closure-based locks: read the clock first thing inside the critical
+    /// section, record after it). Returns `now`.
+    #[inline]
+    pub fn acquired_at(&self, mode: Mode, contention: Option<Contention>, now: u64) -> u64 {
         let class = self.class();
         with_row(class, |me, row| {
             let s = &row.side[mode as usize];
@@ -604,7 +676,7 @@ impl<R> Tracked<R> {
     #[inline(always)]
     fn release(&self, mode: Mode, acquired_ns: u64) {
         if acquired_ns != 0 {
-            self.stat.released(mode, acquired_ns, monotonic_ns());
+            self.stat.released(mode, acquired_ns, now());
         }
     }
 }
@@ -858,6 +930,20 @@ pub struct Report {
 pub fn snapshot() -> Report {
     let reg = registry();
     let elapsed_ns = monotonic_ns().saturating_sub(reg.since_ns);
+    let k = ns_per_unit(reg.tsc0, reg.ns0);
+    let ns = |t: u64| (t as f64 * k).round() as u64;
+    let to_ns = |s: &mut SideStats| {
+        for t in [
+            &mut s.wait_min_ns,
+            &mut s.wait_max_ns,
+            &mut s.wait_total_ns,
+            &mut s.hold_min_ns,
+            &mut s.hold_max_ns,
+            &mut s.hold_total_ns,
+        ] {
+            *t = ns(*t);
+        }
+    };
     let mut classes: Vec<ClassStats> = reg
         .classes
         .iter()
@@ -873,7 +959,7 @@ pub fn snapshot() -> Report {
                     site,
                     mode,
                     contentions: n,
-                    wait_total_ns: w,
+                    wait_total_ns: ns(w),
                 })
                 .collect();
             sites.sort_by(|a, b| {
@@ -881,10 +967,13 @@ pub fn snapshot() -> Report {
                     .cmp(&a.contentions)
                     .then_with(|| a.site.line().cmp(&b.site.line()))
             });
+            let (mut write, mut read) = (f.write, f.read);
+            to_ns(&mut write);
+            to_ns(&mut read);
             ClassStats {
                 name: c.name.clone(),
-                write: f.write,
-                read: f.read,
+                write,
+                read,
                 sites,
                 elapsed_ns,
             }
@@ -948,7 +1037,7 @@ fn lm_pct(x: f64) -> String {
     if x <= 0.0 {
         "0%".into()
     } else if x >= 99.95 {
-        "100%".into()
+        format!("{x:.0}%")
     } else if x < 1.0 {
         format!("{x:.2}%")
     } else {
@@ -1051,7 +1140,8 @@ impl Report {
     /// acquisitions; HOLD and WAIT: MEAN(MAX), wait mean over contended
     /// acquisitions; (% CPU): total wait over elapsed × CPUs; TOTAL:
     /// acquisitions; NOWAIT/SPIN: shares that got it at once / waited;
-    /// RJECT: failed trylocks over trylocks+acquisitions.
+    /// RJECT: failed trylocks over trylocks+acquisitions. The `*TOTAL*`
+    /// line has no % CPU when the classes come from separate runs.
     pub fn lockmeter(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "SPINLOCKS         HOLD            WAIT");
@@ -1059,6 +1149,13 @@ impl Report {
             out,
             "  UTIL  CON    MEAN(  MAX )   MEAN(  MAX )(% CPU)     TOTAL NOWAIT SPIN RJECT  NAME"
         );
+        // Classes from one snapshot share a window; a report assembled from
+        // separate runs (`extend`) does not, and then the total has no
+        // meaningful % CPU.
+        let same_window = self
+            .classes
+            .windows(2)
+            .all(|w| w[0].elapsed_ns == w[1].elapsed_ns);
         let line = |util: Option<f64>, s: &SideStats, elapsed_ns: u64, name: &str| -> String {
             let acq = s.acquisitions.max(1) as f64;
             let con = 100.0 * s.contentions as f64 / acq;
@@ -1069,6 +1166,13 @@ impl Report {
             );
             let wait = if s.contentions == 0 {
                 format!("{:<22}", "0us")
+            } else if elapsed_ns == 0 {
+                format!(
+                    "{}({:>6}){:7}",
+                    lm_time(s.wait_avg_ns()),
+                    lm_time(s.wait_max_ns as f64),
+                    ""
+                )
             } else {
                 let cpu = 100.0 * s.wait_total_ns as f64
                     / (elapsed_ns.max(1) as f64 * self.cpus.max(1) as f64);
@@ -1098,6 +1202,9 @@ impl Report {
         for c in &self.classes {
             total.merge(&c.total());
             elapsed = elapsed.max(c.elapsed_ns);
+        }
+        if !same_window {
+            elapsed = 0;
         }
         let _ = writeln!(out, "\n{}", line(None, &total, elapsed, "*TOTAL*").trim_end());
         out.push('\n');

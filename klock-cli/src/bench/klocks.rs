@@ -18,3 +18,40 @@ impl<const PL: u32> BenchLock for QSpin<PL> {
         snapshot(LockType::QSpinLock)
     }
 }
+
+use super::peers::TryBench;
+
+impl<const PL: u32> TryBench for QSpin<PL> {
+    #[inline]
+    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
+        self.0.try_write(f)
+    }
+}
+
+/// `klock::RawQRwLock` (the queued rwlock).
+pub struct QRw(super::peers::RawRw<klock::RawQRwLock>);
+
+impl BenchLock for QRw {
+    fn new() -> Self {
+        Self(BenchLock::new())
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.0.write(f)
+    }
+    #[inline]
+    fn read<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.0.read(f)
+    }
+}
+
+impl TryBench for QRw {
+    #[inline]
+    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
+        self.0.try_write(f)
+    }
+    #[inline]
+    fn try_read<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
+        self.0.try_read(f)
+    }
+}

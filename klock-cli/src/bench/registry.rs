@@ -53,6 +53,14 @@ pub fn all() -> Vec<LockEntry> {
             "klock qspinlock without the pending->locked wait (the seed's 'patched' column)"
         ),
         entry!(
+            QRw,
+            "qrwlock",
+            "klock-qrwlock",
+            "default",
+            true,
+            "klock::RwLock: queued rwlock, FIFO wait queue on a qspinlock, waiting writer blocks new readers"
+        ),
+        entry!(
             StdMutex,
             "std-mutex",
             "std-mutex",

@@ -102,6 +102,29 @@ pub const SUITES: &[Suite] = &[
         mix: all_writers,
         cost_table: true,
     },
+    Suite {
+        name: "treelock",
+        title: "tree_lock (2004 spinlock -> rwlock mail): read-mostly radix-tree index, \
+                single-thread ns/op, kop/s mean(stddev) by threads, lockmeter table",
+        default_locks: &[
+            "qspinlock",
+            "qrwlock",
+            // "rwsem",  <- the lead adds rwsem here at merge
+            "std-mutex",
+            "parking_lot",
+            "pthread",
+            "pthread-spin",
+            "std-rwlock",
+            "parking_lot-rwlock",
+            "pthread-rwlock",
+        ],
+        default_threads: &[1, 2, 4, 8, 16],
+        // Unused: treelock's critical sections are the tree operations.
+        cs: CriticalSection::Counter,
+        outside_ns: 100,
+        mix: all_writers,
+        cost_table: false,
+    },
 ];
 
 /// Suites run by a bare `klock bench`.
