@@ -372,8 +372,9 @@ pub fn check(plan: &Plan) -> Result<(), String> {
 }
 
 /// Run the suite: returns the result file (the sweep's rows, then each
-/// lock's tracked single-thread rows with id `LOCK+lockstat`) and the
-/// rendered tables.
+/// lock's tracked single-thread rows with id `LOCK+lockstat`; the
+/// untracked rows of the cost table are paired runs, not in the file) and
+/// the rendered tables.
 pub fn execute(
     plan: &Plan,
     machine: &Machine,
@@ -394,44 +395,34 @@ pub fn execute(
             rows.push(ResultRow::aggregate(lock.id, lock.lock, lock.variant, 0, t, &runs));
         }
     }
-    // Single-thread cost, untracked (from the sweep, or measured now) and
-    // tracked.
+    // Single-thread cost: untracked and tracked runs alternate, so drift in
+    // the machine's speed hits both alike.
     let mut cost = Vec::new();
     for lock in &plan.locks {
         let r = runners_of(lock.id)?;
-        let untracked = match rows.iter().find(|row| row.id == lock.id && row.threads == 1) {
-            Some(row) => row.clone(),
-            None => {
-                let mut runs = Vec::new();
-                for _ in 0..plan.runs {
-                    pb.inc_length(1);
-                    runs.push((r.tree)(&work(plan, 1))?);
-                    pb.inc(1);
-                }
-                ResultRow::aggregate(lock.id, lock.lock, lock.variant, 0, 1, &runs)
+        stat::set_class(&format!("{}-cost", lock.id));
+        let (mut un, mut tr) = (Vec::new(), Vec::new());
+        for i in 0..plan.runs {
+            pb.inc_length(2);
+            pb.set_message(format!("treelock {} single-thread cost, run {}", lock.id, i + 1));
+            un.push((r.tree)(&work(plan, 1))?);
+            pb.inc(1);
+            if let Some(run) = r.tree_tracked {
+                tr.push(run(&work(plan, 1))?);
             }
-        };
-        let tracked = match r.tree_tracked {
-            Some(run) => {
-                stat::set_class(&format!("{}-cost", lock.id));
-                let mut runs = Vec::new();
-                for i in 0..plan.runs {
-                    pb.inc_length(1);
-                    pb.set_message(format!("treelock {} tracked, run {}", lock.id, i + 1));
-                    runs.push(run(&work(plan, 1))?);
-                    pb.inc(1);
-                }
-                Some(ResultRow::aggregate(
-                    &format!("{}+lockstat", lock.id),
-                    lock.lock,
-                    "lockstat",
-                    0,
-                    1,
-                    &runs,
-                ))
-            }
-            None => None,
-        };
+            pb.inc(1);
+        }
+        let untracked = ResultRow::aggregate(lock.id, lock.lock, lock.variant, 0, 1, &un);
+        let tracked = (!tr.is_empty()).then(|| {
+            ResultRow::aggregate(
+                &format!("{}+lockstat", lock.id),
+                lock.lock,
+                "lockstat",
+                0,
+                1,
+                &tr,
+            )
+        });
         cost.push((lock.id, untracked, tracked));
     }
     // 3. One tracked run per lock for the lockmeter table.
@@ -562,7 +553,12 @@ fn render(
             if pair {
                 row.push(match (find("qspinlock", t), find("qrwlock", t)) {
                     (Some(s), Some(r)) if s.kops_mean > 0.0 => {
-                        format!("{:+.1}%", 100.0 * (r.kops_mean / s.kops_mean - 1.0))
+                        let pct = 100.0 * (r.kops_mean / s.kops_mean - 1.0);
+                        if pct.abs() < 1000.0 {
+                            format!("{pct:+.1}%")
+                        } else {
+                            format!("×{:.0}", r.kops_mean / s.kops_mean)
+                        }
                     }
                     _ => "-".into(),
                 });
