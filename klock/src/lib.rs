@@ -17,13 +17,13 @@
 #[cfg(not(loom))]
 pub mod condvar;
 pub mod events;
+#[cfg(not(loom))]
+pub mod lockstat;
 pub mod mutex;
 pub mod oncpu;
 pub mod osq;
-pub mod qspinlock;
 pub mod qrwlock;
-#[cfg(not(loom))]
-pub mod lockstat;
+pub mod qspinlock;
 pub mod spin;
 pub mod sync;
 pub mod sys;
@@ -32,8 +32,8 @@ pub mod thread;
 #[cfg(not(loom))]
 pub use condvar::{RawCondvar, RawCondvarWith};
 pub use mutex::{RawMutex, RawMutexWith};
-pub use qspinlock::{RawQSpinLock, RawQSpinLockWith};
 pub use qrwlock::RawQRwLock;
+pub use qspinlock::{RawQSpinLock, RawQSpinLockWith};
 
 /// A spinlock-protected value: the kernel's queued spinlock
 /// ([`RawQSpinLock`]) behind `lock_api`'s `Mutex` API.

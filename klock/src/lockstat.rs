@@ -263,8 +263,10 @@ static CLOCK: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(2);
 
 fn tsc_is_reliable() -> bool {
     cfg!(target_arch = "x86_64")
-        && std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-            .is_ok_and(|s| s.trim() == "tsc")
+        && std::fs::read_to_string(
+            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+        )
+        .is_ok_and(|s| s.trim() == "tsc")
 }
 
 #[inline(always)]
@@ -568,7 +570,9 @@ impl LockStat {
     /// A `try_lock` failed.
     #[inline]
     pub fn rejected(&self, mode: Mode) {
-        with_row(self.class(), |_, row| bump(&row.side[mode as usize].rejects, 1));
+        with_row(self.class(), |_, row| {
+            bump(&row.side[mode as usize].rejects, 1)
+        });
     }
 }
 
@@ -652,7 +656,11 @@ impl<R> Tracked<R> {
     }
 
     #[inline(always)]
-    fn try_acquire<G>(&self, mode: Mode, try_: impl FnOnce() -> Option<G>) -> Option<TrackedGuard<G>> {
+    fn try_acquire<G>(
+        &self,
+        mode: Mode,
+        try_: impl FnOnce() -> Option<G>,
+    ) -> Option<TrackedGuard<G>> {
         if !enabled() {
             return try_().map(|inner| TrackedGuard {
                 inner,
@@ -729,7 +737,12 @@ unsafe impl<R: lock_api::RawMutex> lock_api::RawMutex for Tracked<R> {
     #[track_caller]
     fn lock(&self) -> Self::Guard {
         let site = Location::caller();
-        self.acquire(Mode::Write, site, || self.raw.try_lock(), || self.raw.lock())
+        self.acquire(
+            Mode::Write,
+            site,
+            || self.raw.try_lock(),
+            || self.raw.lock(),
+        )
     }
 
     #[inline]
@@ -978,7 +991,9 @@ pub fn snapshot() -> Report {
                 elapsed_ns,
             }
         })
-        .filter(|c| c.write.acquisitions + c.read.acquisitions + c.write.rejects + c.read.rejects > 0)
+        .filter(|c| {
+            c.write.acquisitions + c.read.acquisitions + c.write.rejects + c.read.rejects > 0
+        })
         .collect();
     drop(reg);
     classes.sort_by(|a, b| {
@@ -1206,7 +1221,11 @@ impl Report {
         if !same_window {
             elapsed = 0;
         }
-        let _ = writeln!(out, "\n{}", line(None, &total, elapsed, "*TOTAL*").trim_end());
+        let _ = writeln!(
+            out,
+            "\n{}",
+            line(None, &total, elapsed, "*TOTAL*").trim_end()
+        );
         out.push('\n');
         for c in &self.classes {
             let has_read = c.read.acquisitions + c.read.rejects > 0;
@@ -1218,7 +1237,11 @@ impl Report {
             for (suffix, s) in sides {
                 let util = 100.0 * s.hold_total_ns as f64 / c.elapsed_ns.max(1) as f64;
                 let name = format!("{}{suffix}", c.name);
-                let _ = writeln!(out, "{}", line(Some(util), s, c.elapsed_ns, &name).trim_end());
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    line(Some(util), s, c.elapsed_ns, &name).trim_end()
+                );
             }
             for s in c.sites.iter().take(4) {
                 let _ = writeln!(
@@ -1255,7 +1278,10 @@ mod tests {
         assert_eq!(lm_pct(0.82), "0.82%");
         assert_eq!(lm_pct(0.0), "0%");
         assert_eq!(lm_pct(100.0), "100%");
-        assert_eq!(short_type_name::<crate::RawQSpinLock>(), "RawQSpinLockWith<512>");
+        assert_eq!(
+            short_type_name::<crate::RawQSpinLock>(),
+            "RawQSpinLockWith<512>"
+        );
     }
 
     #[test]

@@ -205,7 +205,10 @@ impl RawQRwLock {
         // (r+1,*,*) -> (r,*,*). Release pairs with the Acquire of the writer
         // that takes the lock after the readers drained (its final CAS).
         let old = self.cnts.fetch_sub(READER_BIAS, Release);
-        debug_assert!(old & READER_MASK != 0, "read unlock of a qrwlock without readers");
+        debug_assert!(
+            old & READER_MASK != 0,
+            "read unlock of a qrwlock without readers"
+        );
     }
 
     /// Take the lock exclusively.
@@ -236,7 +239,11 @@ impl RawQRwLock {
         // Release pairs with the Acquire of the next owner: a reader's
         // fast-path fetch_add or slow-path wait, or a writer's CAS.
         let old = self.cnts.fetch_sub(WLOCKED, Release);
-        debug_assert_eq!(old & WLOCKED, WLOCKED, "write unlock of a qrwlock not write-held");
+        debug_assert_eq!(
+            old & WLOCKED,
+            WLOCKED,
+            "write unlock of a qrwlock not write-held"
+        );
     }
 
     /// A writer holds it, waits for it, or readers are inside.
@@ -556,7 +563,10 @@ mod tests {
             while l.word() & WAITING == 0 {
                 std::thread::yield_now();
             }
-            assert!(!l.raw_try_read_lock(), "a waiting writer must block try_read");
+            assert!(
+                !l.raw_try_read_lock(),
+                "a waiting writer must block try_read"
+            );
             s.spawn(|| {
                 l.raw_read_lock();
                 order.lock().unwrap().push("reader2");

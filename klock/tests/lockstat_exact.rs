@@ -145,7 +145,13 @@ fn rwlock_scenario_counts_exactly() {
         "{c:?}"
     );
     assert_eq!(
-        (wr.acquisitions, wr.acq_bounces, wr.contentions, wr.con_bounces, wr.rejects),
+        (
+            wr.acquisitions,
+            wr.acq_bounces,
+            wr.contentions,
+            wr.con_bounces,
+            wr.rejects
+        ),
         (3, 1, 1, 1, 1),
         "{c:?}"
     );
@@ -179,7 +185,9 @@ fn classes_by_site_and_type_and_pause() {
     *S.lock() += 1;
     let r = lockstat::snapshot();
     assert!(
-        r.classes.iter().any(|c| c.name.starts_with("RawMutexWith<")),
+        r.classes
+            .iter()
+            .any(|c| c.name.starts_with("RawMutexWith<")),
         "{:?}",
         r.classes.iter().map(|c| &c.name).collect::<Vec<_>>()
     );

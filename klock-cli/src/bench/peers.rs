@@ -460,7 +460,12 @@ impl TryBench for TicketLock {
         // the Release store of the previous holder.
         if self
             .next
-            .compare_exchange(owner, owner.wrapping_add(1), Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange(
+                owner,
+                owner.wrapping_add(1),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
             .is_err()
         {
             return Err(f);

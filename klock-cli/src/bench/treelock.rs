@@ -322,7 +322,9 @@ pub fn run<L: BenchLock>(w: &TreeWork) -> Result<RunOutcome, String> {
     }
     Ok(RunOutcome {
         elapsed_s: elapsed.as_secs_f64(),
-        per_thread: (0..threads).map(|i| (Role::Writer, c1[i] - c0[i])).collect(),
+        per_thread: (0..threads)
+            .map(|i| (Role::Writer, c1[i] - c0[i]))
+            .collect(),
         cpu_s: u1.0 - u0.0,
         ctx_voluntary: u1.1.saturating_sub(u0.1),
         ctx_involuntary: u1.2.saturating_sub(u0.2),
@@ -389,10 +391,20 @@ pub fn execute(
             let mut runs = Vec::with_capacity(plan.runs);
             for i in 0..plan.runs {
                 pb.set_message(format!("treelock {} @ {t} threads, run {}", lock.id, i + 1));
-                runs.push((r.tree)(&work(plan, t)).map_err(|e| format!("{} @ {t} threads: {e}", lock.id))?);
+                runs.push(
+                    (r.tree)(&work(plan, t))
+                        .map_err(|e| format!("{} @ {t} threads: {e}", lock.id))?,
+                );
                 pb.inc(1);
             }
-            rows.push(ResultRow::aggregate(lock.id, lock.lock, lock.variant, 0, t, &runs));
+            rows.push(ResultRow::aggregate(
+                lock.id,
+                lock.lock,
+                lock.variant,
+                0,
+                t,
+                &runs,
+            ));
         }
     }
     // Single-thread cost: untracked and tracked runs alternate, so drift in
@@ -404,7 +416,11 @@ pub fn execute(
         let (mut un, mut tr) = (Vec::new(), Vec::new());
         for i in 0..plan.runs {
             pb.inc_length(2);
-            pb.set_message(format!("treelock {} single-thread cost, run {}", lock.id, i + 1));
+            pb.set_message(format!(
+                "treelock {} single-thread cost, run {}",
+                lock.id,
+                i + 1
+            ));
             un.push((r.tree)(&work(plan, 1))?);
             pb.inc(1);
             if let Some(run) = r.tree_tracked {
@@ -436,7 +452,10 @@ pub fn execute(
         match runners_of(lock.id)?.tree_tracked {
             Some(run) => {
                 pb.inc_length(1);
-                pb.set_message(format!("treelock {} lockstat @ {lm_threads} threads", lock.id));
+                pb.set_message(format!(
+                    "treelock {} lockstat @ {lm_threads} threads",
+                    lock.id
+                ));
                 klock::lockstat::reset();
                 stat::set_class(lock.id);
                 run(&work(plan, lm_threads))?;
@@ -513,8 +532,9 @@ fn render(
             first.map_or("-".into(), |f| format!("{:+.1}", base - f)),
             tr.as_ref()
                 .map_or("-".into(), |t| format!("{:.1}", ns_per_op(t))),
-            tr.as_ref()
-                .map_or("not tracked".into(), |t| format!("{:+.1}", ns_per_op(t) - base)),
+            tr.as_ref().map_or("not tracked".into(), |t| {
+                format!("{:+.1}", ns_per_op(t) - base)
+            }),
         ]);
     }
     let header = [
@@ -614,7 +634,10 @@ mod tests {
         for k in m.keys().copied().collect::<Vec<_>>() {
             t.remove(k);
         }
-        assert!(t.is_empty() && t.top.iter().all(|m| m.is_none()), "empty nodes freed");
+        assert!(
+            t.is_empty() && t.top.iter().all(|m| m.is_none()),
+            "empty nodes freed"
+        );
     }
 
     #[test]
