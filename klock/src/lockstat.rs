@@ -180,17 +180,20 @@ impl SideRow {
     }
 }
 
+/// Contention points: (call site, mode) → (contentions, total wait).
+type SiteMap = HashMap<(&'static Location<'static>, Mode), (u64, u64)>;
+
 /// One thread's counters for one class.
 #[derive(Debug, Default)]
 struct Row {
     side: [SideRow; 2],
     /// Contention points: touched only on contention (by the owner) and by
     /// reports, so an uncontended mutex is enough.
-    sites: Mutex<HashMap<(&'static Location<'static>, Mode), (u64, u64)>>,
+    sites: Mutex<SiteMap>,
 }
 
 impl Row {
-    fn sites(&self) -> MutexGuard<'_, HashMap<(&'static Location<'static>, Mode), (u64, u64)>> {
+    fn sites(&self) -> MutexGuard<'_, SiteMap> {
         self.sites.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -318,7 +321,7 @@ fn ns_per_unit(tsc0: u64, ns0: u64) -> f64 {
 struct Folded {
     write: SideStats,
     read: SideStats,
-    sites: HashMap<(&'static Location<'static>, Mode), (u64, u64)>,
+    sites: SiteMap,
 }
 
 impl Folded {

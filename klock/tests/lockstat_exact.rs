@@ -13,13 +13,17 @@ use std::time::Duration;
 const HOLD: Duration = Duration::from_millis(3);
 
 /// Spinlock, two threads, in lock step:
-/// * main: 10 uncontended lock/unlock                 → 10 acq, 1 acq-bounce (first ever)
-/// * 3 rounds of: B locks (uncontended)               → +1 acq, +1 acq-bounce
-///                main try_lock ×2 while B holds      → +2 rejects
-///                main lock() waits (pending bit set) → +1 contention, +1 con-bounce,
-///                B holds ≥ 3 ms more, unlocks           +1 acq, +1 acq-bounce
-/// Totals: 16 acquisitions, 7 acq-bounces, 3 contentions, 3 con-bounces,
-/// 6 rejects, all contentions at one call site, no read side.
+///
+/// ```text
+/// main: 10 uncontended lock/unlock                  -> 10 acq, 1 acq-bounce (first ever)
+/// 3 rounds of:
+///   B locks (uncontended)                           -> +1 acq, +1 acq-bounce
+///   main try_lock x2 while B holds                  -> +2 rejects
+///   main lock() waits (pending bit set),            -> +1 contention, +1 con-bounce,
+///   B holds >= 3 ms more, unlocks                      +1 acq, +1 acq-bounce
+/// totals: 16 acquisitions, 7 acq-bounces, 3 contentions, 3 con-bounces,
+///         6 rejects, all contentions at one call site, no read side
+/// ```
 #[test]
 fn spinlock_scenario_counts_exactly() {
     let m: TrackedMutex<RawQSpinLock, u64> =
@@ -101,12 +105,15 @@ fn spinlock_scenario_counts_exactly() {
 }
 
 /// RwLock, both sides:
-/// * main: 5 reads                             → read: 5 acq, 1 acq-bounce
-/// * main: 2 writes                            → write: 2 acq, 0 bounces (same thread)
-/// * B takes a read                            → read: +1 acq, +1 acq-bounce
-/// * main try_write fails                      → write: 1 reject
-/// * main write waits (WAITING set), B unlocks → write: 1 contention, 1 con-bounce,
-///                                                1 more acq, 1 acq-bounce
+///
+/// ```text
+/// main: 5 reads                             -> read: 5 acq, 1 acq-bounce
+/// main: 2 writes                            -> write: 2 acq, 0 bounces (same thread)
+/// B takes a read                            -> read: +1 acq, +1 acq-bounce
+/// main try_write fails                      -> write: 1 reject
+/// main write waits (WAITING set), B unlocks -> write: 1 contention, 1 con-bounce,
+///                                              1 more acq, 1 acq-bounce
+/// ```
 #[test]
 fn rwlock_scenario_counts_exactly() {
     let l: TrackedRwLock<RawQRwLock, u64> =
