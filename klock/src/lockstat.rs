@@ -49,8 +49,8 @@
 //! Only locks wrapped in [`Tracked`] pay anything: untracked locks do not
 //! contain a single line of this module (it is a separate type, not a flag
 //! in the lock). A tracked acquisition costs an extra `try_lock` attempt
-//! before the blocking path, two monotonic-clock reads (three when
-//! contended), and a few plain stores into this thread's own row of
+//! before the blocking path, two clock reads (three when contended; the
+//! TSC where the kernel itself uses it, see [`now`]), and a few plain stores into this thread's own row of
 //! counters: accumulation is per thread (a `thread_local!` row per class,
 //! written with `Relaxed` load+store by its one writer), so tracking adds no
 //! shared cache-line traffic of its own beyond the lock's own last-owner
