@@ -38,7 +38,12 @@ const EXCLUSIVE_PEERS: &[&str] = &[
     "ticket",
     "ttas",
 ];
-const RW_PEERS: &[&str] = &["std-rwlock", "parking_lot-rwlock", "pthread-rwlock"];
+const RW_PEERS: &[&str] = &[
+    "qrwlock",
+    "std-rwlock",
+    "parking_lot-rwlock",
+    "pthread-rwlock",
+];
 
 pub const SUITES: &[Suite] = &[
     Suite {
@@ -85,6 +90,7 @@ pub const SUITES: &[Suite] = &[
         title: "uncontended cost: one thread, lock + counter increment + unlock",
         default_locks: &[
             "qspinlock",
+            "qrwlock",
             "std-mutex",
             "parking_lot",
             "pthread",
