@@ -23,6 +23,36 @@ enum Cmd {
     Bench(BenchArgs),
     /// Torture one lock (the kernel's locktorture): exits 0 on SUCCESS, 1 on FAILURE.
     Torture(TortureArgs),
+    /// Run a bench workload with lockstat tracking on; print /proc/lock_stat and lockmeter tables.
+    Stat(StatArgs),
+}
+
+#[derive(Args)]
+struct StatArgs {
+    /// Suites whose workload to run (see `klock bench --list`), e.g. treelock.
+    #[arg(required = true)]
+    suites: Vec<String>,
+    /// Locks to track, comma-separated (default: the suite's own list).
+    #[arg(long, value_delimiter = ',')]
+    locks: Vec<String>,
+    /// Thread counts, comma-separated (default 4, or the suite's only count).
+    #[arg(long, value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// Measured time per run, e.g. 1s (default 500ms; --quick 150ms).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// Warm-up before each run (default 100ms; --quick 50ms); tracked too.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    warmup: Option<Duration>,
+    /// Short runs.
+    #[arg(long)]
+    quick: bool,
+    /// Replace the suite's critical section by N ns of busy work (not treelock).
+    #[arg(long)]
+    cs_ns: Option<u64>,
+    /// Busy work between acquisitions, ns (default: the suite's).
+    #[arg(long)]
+    outside_ns: Option<u64>,
 }
 
 #[derive(Args)]
@@ -140,6 +170,30 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Torture(a) => torture_main(a),
+        Cmd::Stat(a) => {
+            let opts = bench::Options {
+                suites: a.suites,
+                locks: a.locks,
+                threads: a.threads.clone(),
+                duration: a.duration,
+                runs: Some(1),
+                warmup: a.warmup,
+                quick: a.quick,
+                cs_ns: a.cs_ns,
+                outside_ns: a.outside_ns,
+                ..Default::default()
+            };
+            let result = opts
+                .plan()
+                .and_then(|mut plans| bench::stat::execute(&mut plans, !a.threads.is_empty()));
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("klock stat: error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Cmd::Bench(a) => {
             if a.list {
                 print!("{}", bench::list());

@@ -28,6 +28,8 @@ fn list_shows_suites_and_locks() {
         "ticket",
         "ttas",
         "pthread-rwlock",
+        "treelock",
+        "qrwlock",
     ] {
         assert!(t.contains(name), "--list lacks {name}:\n{t}");
     }
@@ -143,4 +145,93 @@ fn smoke_bench_writes_every_contract_field() {
     let plot = std::fs::read_to_string(&svg).unwrap();
     assert!(plot.starts_with("<svg") && plot.contains("std-rwlock"));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+// --- treelock and `klock stat` (issue 7) -----------------------------------
+
+#[test]
+fn stat_prints_both_layouts() {
+    let o = klock(&[
+        "stat",
+        "treelock",
+        "--locks",
+        "qrwlock,std-mutex",
+        "--threads",
+        "2",
+        "--duration",
+        "30ms",
+        "--warmup",
+        "5ms",
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for s in [
+        "lock_stat version 0.4",
+        "con-bounces",
+        "qrwlock-W:",
+        "qrwlock-R:",
+        "UTIL  CON",
+        "*TOTAL*",
+        "std-mutex (read)",
+        "treelock.rs:",
+    ] {
+        assert!(t.contains(s), "klock stat output lacks {s:?}:\n{t}");
+    }
+}
+
+#[test]
+fn stat_bad_input_is_a_clear_error() {
+    for (args, says) in [
+        (&["stat"][..], "required"),
+        (&["stat", "nosuchsuite"][..], "Valid suites:"),
+        (&["stat", "treelock", "--locks", "nope"][..], "Valid locks:"),
+    ] {
+        let o = klock(args);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(t.contains(says), "{args:?} should say {says:?}:\n{t}");
+        assert!(!t.contains("panicked"), "{t}");
+    }
+}
+
+#[test]
+fn treelock_smoke() {
+    let dir = std::env::temp_dir().join(format!("klock-treelock-{}", std::process::id()));
+    let json = dir.join("t.json");
+    let o = klock(&[
+        "bench",
+        "treelock",
+        "--locks",
+        "qspinlock,qrwlock",
+        "--threads",
+        "1,2",
+        "--duration",
+        "30ms",
+        "--warmup",
+        "5ms",
+        "--runs",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        dir.join("t.svg").to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for s in [
+        "Single-thread cost per operation",
+        "lockstat ns/acq",
+        "mean(stddev) over 2 run(s)",
+        "qrwlock vs qspinlock",
+        "UTIL  CON",
+        "qrwlock (read)",
+    ] {
+        assert!(t.contains(s), "treelock output lacks {s:?}:\n{t}");
+    }
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    // 2 locks × 2 thread counts, plus the 2 tracked single-thread rows.
+    assert_eq!(rows.len(), 6);
+    assert!(rows.iter().any(|r| r["id"] == "qrwlock+lockstat"));
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -10,13 +10,19 @@
 //! oracle).
 //!
 //! Instruments: [`events`] (per-lock-type event counters, feature `events`).
+//!
+//! Queued rwlock: [`qrwlock`] ([`RwLock`]); lockstat for userspace:
+//! [`lockstat`] (opt-in per-class contention and hold-time statistics).
 
 #[cfg(not(loom))]
 pub mod condvar;
 pub mod events;
+#[cfg(not(loom))]
+pub mod lockstat;
 pub mod mutex;
 pub mod oncpu;
 pub mod osq;
+pub mod qrwlock;
 pub mod qspinlock;
 pub mod spin;
 pub mod sync;
@@ -26,6 +32,7 @@ pub mod thread;
 #[cfg(not(loom))]
 pub use condvar::{RawCondvar, RawCondvarWith};
 pub use mutex::{RawMutex, RawMutexWith};
+pub use qrwlock::RawQRwLock;
 pub use qspinlock::{RawQSpinLock, RawQSpinLockWith};
 
 /// A spinlock-protected value: the kernel's queued spinlock
@@ -113,3 +120,26 @@ pub type Condvar = lock_api::Condvar<RawCondvar>;
 /// Condition variable for a [`MutexWith`] of the same spin mode.
 #[cfg(not(loom))]
 pub type CondvarWith<const SPIN: u8> = lock_api::Condvar<RawCondvarWith<SPIN>>;
+
+/// A reader/writer spinlock: the kernel's queued rwlock ([`RawQRwLock`])
+/// behind `lock_api`'s `RwLock` API. Readers share; contended lockers queue
+/// FIFO on a qspinlock; a queued writer blocks new readers.
+///
+/// For read-mostly data with short critical sections and threads ≤ CPUs.
+///
+/// ```
+/// let index = klock::RwLock::new(vec![1, 2, 3]);
+/// assert_eq!(index.read().len(), 3);
+/// index.write().push(4);
+/// assert_eq!(*index.read().last().unwrap(), 4);
+/// ```
+#[cfg(not(loom))]
+pub type RwLock<T> = lock_api::RwLock<RawQRwLock, T>;
+
+/// Shared guard of a [`RwLock`].
+#[cfg(not(loom))]
+pub type RwLockReadGuard<'a, T> = lock_api::RwLockReadGuard<'a, RawQRwLock, T>;
+
+/// Exclusive guard of a [`RwLock`].
+#[cfg(not(loom))]
+pub type RwLockWriteGuard<'a, T> = lock_api::RwLockWriteGuard<'a, RawQRwLock, T>;

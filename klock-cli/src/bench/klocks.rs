@@ -19,6 +19,43 @@ impl<const PL: u32> BenchLock for QSpin<PL> {
     }
 }
 
+use super::peers::TryBench;
+
+impl<const PL: u32> TryBench for QSpin<PL> {
+    #[inline]
+    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
+        self.0.try_write(f)
+    }
+}
+
+/// `klock::RawQRwLock` (the queued rwlock).
+pub struct QRw(super::peers::RawRw<klock::RawQRwLock>);
+
+impl BenchLock for QRw {
+    fn new() -> Self {
+        Self(BenchLock::new())
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.0.write(f)
+    }
+    #[inline]
+    fn read<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.0.read(f)
+    }
+}
+
+impl TryBench for QRw {
+    #[inline]
+    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
+        self.0.try_write(f)
+    }
+    #[inline]
+    fn try_read<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
+        self.0.try_read(f)
+    }
+}
+
 /// The queued spinlock with the portable 32-bit RMW unlock instead of the
 /// x86-64 byte store: shows what the per-arch unlock saves (DESIGN §3).
 pub struct QSpinRmw(klock::RawQSpinLock);
@@ -56,5 +93,26 @@ impl<const SPIN: u8, W: klock::mutex::WaitLockRaw + 'static> BenchLock for KMute
     }
     fn events() -> Vec<(&'static str, u64)> {
         snapshot(LockType::Mutex)
+    }
+}
+
+impl TryBench for QSpinRmw {
+    #[inline]
+    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
+        if self.0.raw_try_lock() {
+            let r = f();
+            // SAFETY: locked just above, by this thread.
+            unsafe { self.0.raw_unlock_portable() };
+            Ok(r)
+        } else {
+            Err(f)
+        }
+    }
+}
+
+impl<const SPIN: u8, W: klock::mutex::WaitLockRaw + 'static> TryBench for KMutex<SPIN, W> {
+    #[inline]
+    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
+        self.0.try_write(f)
     }
 }

@@ -8,6 +8,9 @@ pub mod report;
 pub mod stats;
 pub mod suites;
 pub mod workload;
+// treelock suite and `klock stat` (issue 7)
+pub mod stat;
+pub mod treelock;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use report::{Machine, ResultFile, ResultRow};
@@ -147,7 +150,12 @@ impl Options {
                     outside_ns: self.outside_ns.unwrap_or(suite.outside_ns),
                     duration,
                     warmup,
-                    runs,
+                    // treelock: the seed's table is mean(stddev) of 5 runs.
+                    runs: if suite.name == treelock::NAME && self.runs.is_none() && !self.quick {
+                        5
+                    } else {
+                        runs
+                    },
                     json: out_path(self.json.as_deref(), suite.name, "json", several),
                     plot: out_path(self.plot.as_deref(), suite.name, "svg", several),
                 })
@@ -170,6 +178,21 @@ pub fn execute(plans: &[Plan], command: &str) -> Result<Vec<ResultFile>, String>
     let machine = Machine::probe();
     let mut files = Vec::new();
     for plan in plans {
+        // treelock has its own phases (cost, sweep, lockstat) and tables.
+        if plan.suite.name == treelock::NAME {
+            treelock::check(plan)?;
+            let (file, text) = treelock::execute(plan, &machine, command, &pb)?;
+            pb.suspend(|| {
+                print!("{text}");
+                println!(
+                    "\n   JSON: {}   plot: {}",
+                    plan.json.display(),
+                    plan.plot.display()
+                );
+            });
+            files.push(file);
+            continue;
+        }
         let mut results = Vec::new();
         for lock in &plan.locks {
             for &t in &plan.threads {

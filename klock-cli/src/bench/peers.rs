@@ -306,6 +306,189 @@ impl BenchLock for TtasLock {
     }
 }
 
+// --- try-locks, for `klock stat` (lockstat needs to tell a contended
+// acquisition from an uncontended one) -------------------------------------
+
+/// A [`BenchLock`] that can also *try*: run `f` under the lock if it is
+/// free right now, else hand `f` back. `klock stat` and the treelock
+/// suite's tracked runs need it to count contentions; a lock type gets
+/// tracked only once it implements this.
+pub trait TryBench: BenchLock {
+    /// Run `f` holding the lock exclusively if that takes no waiting.
+    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F>;
+    /// Run `f` holding the lock shared if that takes no waiting.
+    fn try_read<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
+        self.try_write(f)
+    }
+}
+
+impl<R: lock_api::RawMutex + Send + Sync + 'static> TryBench for RawM<R> {
+    #[inline]
+    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        match self.0.try_lock() {
+            Some(g) => {
+                let r = f();
+                // SAFETY: `g` is the guard of the acquisition just made.
+                unsafe { self.0.unlock(g) };
+                Ok(r)
+            }
+            None => Err(f),
+        }
+    }
+}
+
+impl<R: lock_api::RawRwLock + Send + Sync + 'static> TryBench for RawRw<R> {
+    #[inline]
+    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        match self.0.try_lock_exclusive() {
+            Some(g) => {
+                let r = f();
+                // SAFETY: `g` is the guard of the acquisition just made.
+                unsafe { self.0.unlock_exclusive(g) };
+                Ok(r)
+            }
+            None => Err(f),
+        }
+    }
+    #[inline]
+    fn try_read<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        match self.0.try_lock_shared() {
+            Some(g) => {
+                let r = f();
+                // SAFETY: as above, shared side.
+                unsafe { self.0.unlock_shared(g) };
+                Ok(r)
+            }
+            None => Err(f),
+        }
+    }
+}
+
+impl TryBench for StdMutex {
+    #[inline]
+    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        match self.0.try_lock() {
+            Ok(_g) => Ok(f()),
+            Err(std::sync::TryLockError::Poisoned(e)) => {
+                let _g = e.into_inner();
+                Ok(f())
+            }
+            Err(std::sync::TryLockError::WouldBlock) => Err(f),
+        }
+    }
+}
+
+impl TryBench for StdRwLock {
+    #[inline]
+    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        match self.0.try_write() {
+            Ok(_g) => Ok(f()),
+            Err(std::sync::TryLockError::Poisoned(e)) => {
+                let _g = e.into_inner();
+                Ok(f())
+            }
+            Err(std::sync::TryLockError::WouldBlock) => Err(f),
+        }
+    }
+    #[inline]
+    fn try_read<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        match self.0.try_read() {
+            Ok(_g) => Ok(f()),
+            Err(std::sync::TryLockError::Poisoned(e)) => {
+                let _g = e.into_inner();
+                Ok(f())
+            }
+            Err(std::sync::TryLockError::WouldBlock) => Err(f),
+        }
+    }
+}
+
+impl<const KIND: libc::c_int> TryBench for PthreadMutex<KIND> {
+    #[inline]
+    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        // SAFETY: initialised in `new`; unlocked on this thread if taken.
+        if unsafe { libc::pthread_mutex_trylock(self.0.get()) } != 0 {
+            return Err(f);
+        }
+        let r = f();
+        unsafe { libc::pthread_mutex_unlock(self.0.get()) };
+        Ok(r)
+    }
+}
+
+impl TryBench for PthreadSpin {
+    #[inline]
+    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        // SAFETY: initialised in `new`.
+        if unsafe { libc::pthread_spin_trylock(self.0.get()) } != 0 {
+            return Err(f);
+        }
+        let r = f();
+        unsafe { libc::pthread_spin_unlock(self.0.get()) };
+        Ok(r)
+    }
+}
+
+impl TryBench for PthreadRwLock {
+    #[inline]
+    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        // SAFETY: initialised in `new`.
+        if unsafe { libc::pthread_rwlock_trywrlock(self.0.get()) } != 0 {
+            return Err(f);
+        }
+        let r = f();
+        unsafe { libc::pthread_rwlock_unlock(self.0.get()) };
+        Ok(r)
+    }
+    #[inline]
+    fn try_read<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        // SAFETY: initialised in `new`.
+        if unsafe { libc::pthread_rwlock_tryrdlock(self.0.get()) } != 0 {
+            return Err(f);
+        }
+        let r = f();
+        unsafe { libc::pthread_rwlock_unlock(self.0.get()) };
+        Ok(r)
+    }
+}
+
+impl TryBench for TicketLock {
+    #[inline]
+    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        let owner = self.owner.load(Ordering::Relaxed);
+        // Free iff next == owner: take ticket `owner`. Acquire pairs with
+        // the Release store of the previous holder.
+        if self
+            .next
+            .compare_exchange(
+                owner,
+                owner.wrapping_add(1),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            return Err(f);
+        }
+        let r = f();
+        self.owner.store(owner.wrapping_add(1), Ordering::Release);
+        Ok(r)
+    }
+}
+
+impl TryBench for TtasLock {
+    #[inline]
+    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        // Acquire on the swap pairs with the Release store in unlock.
+        if self.0.load(Ordering::Relaxed) || self.0.swap(true, Ordering::Acquire) {
+            return Err(f);
+        }
+        let r = f();
+        self.0.store(false, Ordering::Release);
+        Ok(r)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,6 +85,14 @@ pub fn all() -> Vec<LockEntry> {
             "klock::Mutex with its wait list under a qspinlock (the kernel's choice) instead of the yielding lock"
         ),
         entry!(
+            QRw,
+            "qrwlock",
+            "klock-qrwlock",
+            "default",
+            true,
+            "klock::RwLock: queued rwlock, FIFO wait queue on a qspinlock, waiting writer blocks new readers"
+        ),
+        entry!(
             StdMutex,
             "std-mutex",
             "std-mutex",

@@ -218,7 +218,7 @@ pub fn rate(x: f64) -> String {
 }
 
 /// Render a table: a header row and rows, right-aligned, first column left.
-fn table(header: &[String], rows: &[Vec<String>]) -> String {
+pub fn table(header: &[String], rows: &[Vec<String>]) -> String {
     let cols = header.len();
     let mut w = vec![0; cols];
     for r in std::iter::once(header).chain(rows.iter().map(|r| r.as_slice())) {

@@ -28,7 +28,12 @@ fn read_mostly(n: usize) -> (usize, usize) {
     (n - w, w)
 }
 
-const RW_PEERS: &[&str] = &["std-rwlock", "parking_lot-rwlock", "pthread-rwlock"];
+const RW_PEERS: &[&str] = &[
+    "qrwlock",
+    "std-rwlock",
+    "parking_lot-rwlock",
+    "pthread-rwlock",
+];
 
 pub const SUITES: &[Suite] = &[
     Suite {
@@ -88,6 +93,7 @@ pub const SUITES: &[Suite] = &[
             "qspinlock-rmw",
             "mutex",
             "mutex-nospin",
+            "qrwlock",
             "std-mutex",
             "parking_lot",
             "pthread",
@@ -104,6 +110,29 @@ pub const SUITES: &[Suite] = &[
         outside_ns: 0,
         mix: all_writers,
         cost_table: true,
+    },
+    Suite {
+        name: "treelock",
+        title: "tree_lock (2004 spinlock -> rwlock mail): read-mostly radix-tree index, \
+                single-thread ns/op, kop/s mean(stddev) by threads, lockmeter table",
+        default_locks: &[
+            "qspinlock",
+            "qrwlock",
+            // "rwsem",  <- the lead adds rwsem here at merge
+            "std-mutex",
+            "parking_lot",
+            "pthread",
+            "pthread-spin",
+            "std-rwlock",
+            "parking_lot-rwlock",
+            "pthread-rwlock",
+        ],
+        default_threads: &[1, 2, 4, 8, 16],
+        // Unused: treelock's critical sections are the tree operations.
+        cs: CriticalSection::Counter,
+        outside_ns: 100,
+        mix: all_writers,
+        cost_table: false,
     },
 ];
 

@@ -90,6 +90,11 @@ pub fn all() -> Vec<TortureType> {
             "klock mutex, never spins (sleeps at once)"
         ),
         // klock locks from the other branches go here, one line each.
+        klock!(
+            Rw<klock::RawQRwLock>,
+            "qrwlock",
+            "klock::RwLock: queued rwlock (fair: a waiting writer blocks new readers)"
+        ),
         peer!(StdMx, "std-mutex", "std::sync::Mutex"),
         peer!(Mx<parking_lot::RawMutex, Timed>, "parking_lot", "parking_lot::Mutex"),
         peer!(Peer<PthreadNormal, false>, "pthread", "glibc pthread_mutex_t, NORMAL (blocking only)"),

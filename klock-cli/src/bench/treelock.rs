@@ -1,0 +1,663 @@
+//! The `treelock` suite: the 2004 "make mapping->tree_lock an rwlock"
+//! experiment. A read-mostly shared index — a radix tree of integer keys,
+//! like the page cache's — under a spinlock, an rwlock and the peers:
+//!
+//! 1. single-thread cost per operation in ns (the seed's "additional cost
+//!    of the rwlock", ~240 ns on a P4), untracked and with lockstat
+//!    tracking (the difference is lockstat's cost per acquisition);
+//! 2. throughput by threads as mean(stddev) over runs (the seed's jobs/min
+//!    table, 5 runs);
+//! 3. the lockmeter table of one tracked run per lock (the seed's lockstat
+//!    output, which showed 13.1% contention in `find_lock_page`).
+//!
+//! Every thread does the same mix: [`WRITE_PCT`]% of operations insert or
+//! remove a key (exclusive), the rest look one up (shared).
+
+use super::peers::BenchLock;
+use super::report::{rate, Machine, ResultFile, ResultRow};
+use super::stat::{self, Runners};
+use super::workload::{ns_to_iters, Role, RunOutcome};
+use super::Plan;
+use crossbeam_utils::CachePadded;
+use indicatif::ProgressBar;
+use std::cell::UnsafeCell;
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// The suite's name.
+pub const NAME: &str = "treelock";
+/// Share of operations that modify the tree (insert or remove), percent.
+pub const WRITE_PCT: u64 = 10;
+/// Keys present from the start (lookups always hit one of them).
+pub const POPULATED: u64 = 16_384;
+/// Populated keys are `i * STRIDE`; churned keys `i * STRIDE + 1`.
+const STRIDE: u64 = 16;
+
+// --- the index ------------------------------------------------------------
+
+const FAN_BITS: u32 = 6;
+const FAN: usize = 1 << FAN_BITS;
+/// Three levels of 64: keys below 2^18.
+pub const KEY_LIMIT: u64 = 1 << (3 * FAN_BITS);
+
+struct Leaf {
+    present: u64,
+    vals: [u64; FAN],
+}
+
+struct Mid {
+    kids: [Option<Box<Leaf>>; FAN],
+    count: u32,
+}
+
+/// A three-level, 64-way radix tree of `u64` values keyed by integers
+/// below [`KEY_LIMIT`]; empty leaves and middle nodes are freed, as the
+/// kernel's radix tree shrinks.
+pub struct Radix {
+    top: [Option<Box<Mid>>; FAN],
+    len: usize,
+}
+
+#[inline(always)]
+fn split(key: u64) -> (usize, usize, usize) {
+    let m = FAN as u64 - 1;
+    (
+        ((key >> (2 * FAN_BITS)) & m) as usize,
+        ((key >> FAN_BITS) & m) as usize,
+        (key & m) as usize,
+    )
+}
+
+impl Default for Radix {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Radix {
+    pub fn new() -> Self {
+        Self {
+            top: std::array::from_fn(|_| None),
+            len: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    pub fn get(&self, key: u64) -> Option<u64> {
+        debug_assert!(key < KEY_LIMIT);
+        let (a, b, c) = split(key);
+        let leaf = self.top[a].as_ref()?.kids[b].as_ref()?;
+        (leaf.present >> c & 1 == 1).then(|| leaf.vals[c])
+    }
+
+    /// Insert or replace; returns the old value.
+    pub fn insert(&mut self, key: u64, val: u64) -> Option<u64> {
+        assert!(key < KEY_LIMIT, "radix key {key} out of range");
+        let (a, b, c) = split(key);
+        let mid = self.top[a].get_or_insert_with(|| {
+            Box::new(Mid {
+                kids: std::array::from_fn(|_| None),
+                count: 0,
+            })
+        });
+        let leaf = mid.kids[b].get_or_insert_with(|| {
+            mid.count += 1;
+            Box::new(Leaf {
+                present: 0,
+                vals: [0; FAN],
+            })
+        });
+        let old = (leaf.present >> c & 1 == 1).then(|| leaf.vals[c]);
+        leaf.present |= 1 << c;
+        leaf.vals[c] = val;
+        if old.is_none() {
+            self.len += 1;
+        }
+        old
+    }
+
+    pub fn remove(&mut self, key: u64) -> Option<u64> {
+        let (a, b, c) = split(key);
+        let mid = self.top[a].as_mut()?;
+        let leaf = mid.kids[b].as_mut()?;
+        if leaf.present >> c & 1 == 0 {
+            return None;
+        }
+        leaf.present &= !(1 << c);
+        let v = leaf.vals[c];
+        self.len -= 1;
+        if leaf.present == 0 {
+            mid.kids[b] = None;
+            mid.count -= 1;
+            if mid.count == 0 {
+                self.top[a] = None;
+            }
+        }
+        Some(v)
+    }
+}
+
+// --- one run --------------------------------------------------------------
+
+/// One treelock measurement.
+#[derive(Debug, Clone)]
+pub struct TreeWork {
+    pub threads: usize,
+    pub write_pct: u64,
+    pub outside_ns: u64,
+    pub warmup: Duration,
+    pub duration: Duration,
+}
+
+struct Data {
+    tree: Radix,
+    writes: u64,
+}
+
+struct Arena<L> {
+    lock: L,
+    data: UnsafeCell<Data>,
+}
+
+// SAFETY: `data` is only touched under `lock` (lookups under its shared
+// side only read).
+unsafe impl<L: Sync> Sync for Arena<L> {}
+
+#[inline(never)]
+fn busy(iters: u64) {
+    let mut x = 0u64;
+    for i in 0..iters {
+        x = black_box(x.wrapping_add(i));
+    }
+    black_box(x);
+}
+
+fn cpu_seconds() -> (f64, u64, u64) {
+    // SAFETY: getrusage fills the struct we pass.
+    let ru = unsafe {
+        let mut ru = std::mem::zeroed::<libc::rusage>();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    (
+        tv(ru.ru_utime) + tv(ru.ru_stime),
+        ru.ru_nvcsw as u64,
+        ru.ru_nivcsw as u64,
+    )
+}
+
+fn events_delta(
+    before: &[(&'static str, u64)],
+    after: Vec<(&'static str, u64)>,
+) -> Vec<(&'static str, u64)> {
+    after
+        .into_iter()
+        .map(|(k, v)| {
+            let b = before.iter().find(|e| e.0 == k).map_or(0, |e| e.1);
+            (k, v.saturating_sub(b))
+        })
+        .collect()
+}
+
+/// Run `w` once on a fresh lock of type `L` and a freshly populated tree.
+/// Errors if the lock failed to exclude (lost writes, or a lookup that
+/// missed a key that is always present).
+pub fn run<L: BenchLock>(w: &TreeWork) -> Result<RunOutcome, String> {
+    let threads = w.threads;
+    let mut tree = Radix::new();
+    for i in 0..POPULATED {
+        tree.insert(i * STRIDE, i * STRIDE);
+    }
+    let arena = Arc::new(Arena {
+        lock: L::new(),
+        data: UnsafeCell::new(Data { tree, writes: 0 }),
+    });
+    let counts: Arc<Vec<CachePadded<AtomicU64>>> = Arc::new(
+        (0..threads)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect(),
+    );
+    let writes: Arc<Vec<CachePadded<AtomicU64>>> = Arc::new(
+        (0..threads)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect(),
+    );
+    let misses = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(threads + 1));
+    let outside = ns_to_iters(w.outside_ns);
+    let write_pct = w.write_pct;
+
+    let handles: Vec<_> = (0..threads)
+        .map(|i| {
+            let (arena, counts, writes, misses, stop, start) = (
+                arena.clone(),
+                counts.clone(),
+                writes.clone(),
+                misses.clone(),
+                stop.clone(),
+                start.clone(),
+            );
+            std::thread::Builder::new()
+                .name(format!("treelock-{i}"))
+                .spawn(move || {
+                    let mut rng = 0x9E37_79B9_7F4A_7C15u64
+                        ^ (i as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+                    let (mut n, mut nw) = (0u64, 0u64);
+                    start.wait();
+                    while !stop.load(Ordering::Relaxed) {
+                        busy(outside);
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        let slot = (rng >> 8) % POPULATED;
+                        let d = arena.data.get();
+                        if rng % 100 < write_pct {
+                            // add_to_page_cache / remove_from_page_cache.
+                            let key = slot * STRIDE + 1;
+                            // SAFETY: exclusive side held.
+                            arena.lock.write(|| unsafe {
+                                let d = &mut *d;
+                                d.writes += 1;
+                                if d.tree.remove(key).is_none() {
+                                    d.tree.insert(key, key);
+                                }
+                            });
+                            nw += 1;
+                            writes[i].store(nw, Ordering::Relaxed);
+                        } else {
+                            // find_lock_page: one lookup.
+                            let key = slot * STRIDE;
+                            // SAFETY: shared side held; lookups only read.
+                            let v = arena.lock.read(|| unsafe { (*d).tree.get(key) });
+                            if v != Some(key) {
+                                misses.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        n += 1;
+                        // Only this thread writes its counter: a plain store.
+                        counts[i].store(n, Ordering::Relaxed);
+                    }
+                })
+                .map_err(|e| format!("cannot start thread {i} of {threads}: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+
+    let snap = |c: &[CachePadded<AtomicU64>]| -> Vec<u64> {
+        c.iter().map(|a| a.load(Ordering::Relaxed)).collect()
+    };
+    start.wait();
+    std::thread::sleep(w.warmup);
+    let (c0, u0, e0, t0) = (snap(&counts), cpu_seconds(), L::events(), Instant::now());
+    std::thread::sleep(w.duration);
+    let (c1, u1, e1, elapsed) = (snap(&counts), cpu_seconds(), L::events(), t0.elapsed());
+    stop.store(true, Ordering::Relaxed);
+    let mut panicked = false;
+    for h in handles {
+        panicked |= h.join().is_err();
+    }
+    if panicked {
+        return Err("a benchmark thread panicked".into());
+    }
+    let made: u64 = writes.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+    // SAFETY: all threads joined.
+    let seen = unsafe { (*arena.data.get()).writes };
+    if seen != made || misses.load(Ordering::Relaxed) != 0 {
+        return Err(format!(
+            "the lock did not exclude: {made} tree updates made, {seen} counted, {} lookups missed a present key",
+            misses.load(Ordering::Relaxed)
+        ));
+    }
+    Ok(RunOutcome {
+        elapsed_s: elapsed.as_secs_f64(),
+        per_thread: (0..threads)
+            .map(|i| (Role::Writer, c1[i] - c0[i]))
+            .collect(),
+        cpu_s: u1.0 - u0.0,
+        ctx_voluntary: u1.1.saturating_sub(u0.1),
+        ctx_involuntary: u1.2.saturating_sub(u0.2),
+        events: events_delta(&e0, e1),
+    })
+}
+
+// --- the suite ------------------------------------------------------------
+
+fn work(plan: &Plan, threads: usize) -> TreeWork {
+    TreeWork {
+        threads,
+        write_pct: WRITE_PCT,
+        outside_ns: plan.outside_ns,
+        warmup: plan.warmup,
+        duration: plan.duration,
+    }
+}
+
+/// The thread count of the lockmeter run: the largest of the plan's
+/// counts up to twice the CPUs (contention without the collapse of
+/// oversubscribed spinlocks), else the smallest.
+pub fn lockmeter_threads(threads: &[usize], cpus: usize) -> usize {
+    threads
+        .iter()
+        .copied()
+        .filter(|&t| t <= 2 * cpus.max(1))
+        .max()
+        .unwrap_or_else(|| threads.iter().copied().min().unwrap_or(1))
+}
+
+fn runners_of(id: &str) -> Result<Runners, String> {
+    stat::runners(id).ok_or_else(|| {
+        format!(
+            "lock '{id}' has no treelock runner; valid: {} (add it to `runners!` in klock-cli/src/bench/stat.rs)",
+            stat::RUNNABLE.join(", ")
+        )
+    })
+}
+
+/// Check that every lock of the plan can run this suite.
+pub fn check(plan: &Plan) -> Result<(), String> {
+    for l in &plan.locks {
+        runners_of(l.id)?;
+    }
+    Ok(())
+}
+
+/// Run the suite: returns the result file (the sweep's rows, then each
+/// lock's tracked single-thread rows with id `LOCK+lockstat`; the
+/// untracked rows of the cost table are paired runs, not in the file) and
+/// the rendered tables.
+pub fn execute(
+    plan: &Plan,
+    machine: &Machine,
+    command: &str,
+    pb: &ProgressBar,
+) -> Result<(ResultFile, String), String> {
+    let mut rows = Vec::new();
+    // 1 + 2. Throughput sweep (untracked).
+    for lock in &plan.locks {
+        let r = runners_of(lock.id)?;
+        for &t in &plan.threads {
+            let mut runs = Vec::with_capacity(plan.runs);
+            for i in 0..plan.runs {
+                pb.set_message(format!("treelock {} @ {t} threads, run {}", lock.id, i + 1));
+                runs.push(
+                    (r.tree)(&work(plan, t))
+                        .map_err(|e| format!("{} @ {t} threads: {e}", lock.id))?,
+                );
+                pb.inc(1);
+            }
+            rows.push(ResultRow::aggregate(
+                lock.id,
+                lock.lock,
+                lock.variant,
+                0,
+                t,
+                &runs,
+            ));
+        }
+    }
+    // Single-thread cost: untracked and tracked runs alternate, so drift in
+    // the machine's speed hits both alike.
+    let mut cost = Vec::new();
+    for lock in &plan.locks {
+        let r = runners_of(lock.id)?;
+        stat::set_class(&format!("{}-cost", lock.id));
+        let (mut un, mut tr) = (Vec::new(), Vec::new());
+        for i in 0..plan.runs {
+            pb.inc_length(2);
+            pb.set_message(format!(
+                "treelock {} single-thread cost, run {}",
+                lock.id,
+                i + 1
+            ));
+            un.push((r.tree)(&work(plan, 1))?);
+            pb.inc(1);
+            if let Some(run) = r.tree_tracked {
+                tr.push(run(&work(plan, 1))?);
+            }
+            pb.inc(1);
+        }
+        let untracked = ResultRow::aggregate(lock.id, lock.lock, lock.variant, 0, 1, &un);
+        let tracked = (!tr.is_empty()).then(|| {
+            ResultRow::aggregate(
+                &format!("{}+lockstat", lock.id),
+                lock.lock,
+                "lockstat",
+                0,
+                1,
+                &tr,
+            )
+        });
+        cost.push((lock.id, untracked, tracked));
+    }
+    // 3. One tracked run per lock for the lockmeter table.
+    let lm_threads = lockmeter_threads(&plan.threads, machine.cpus);
+    let mut lm = klock::lockstat::Report {
+        classes: Vec::new(),
+        cpus: machine.cpus,
+    };
+    let mut untrackable = Vec::new();
+    for lock in &plan.locks {
+        match runners_of(lock.id)?.tree_tracked {
+            Some(run) => {
+                pb.inc_length(1);
+                pb.set_message(format!(
+                    "treelock {} lockstat @ {lm_threads} threads",
+                    lock.id
+                ));
+                klock::lockstat::reset();
+                stat::set_class(lock.id);
+                run(&work(plan, lm_threads))?;
+                lm.extend(stat::take_class(lock.id));
+                pb.inc(1);
+            }
+            None => untrackable.push(lock.id),
+        }
+    }
+
+    let mut file = ResultFile {
+        suite: NAME.into(),
+        machine: machine.clone(),
+        results: rows,
+        title: plan.suite.title.into(),
+        workload: format!(
+            "every thread: {}% lookups (shared), {WRITE_PCT}% insert-or-remove (exclusive) in a \
+             radix tree of {POPULATED} keys; {} ns outside; {:?} × {} runs per point after {:?} warm-up",
+            100 - WRITE_PCT,
+            plan.outside_ns,
+            plan.duration,
+            plan.runs,
+            plan.warmup
+        ),
+        klock_version: env!("CARGO_PKG_VERSION").into(),
+        command: command.into(),
+    };
+    super::report::plot(&file, &plan.plot)?;
+    let text = render(&file, &cost, &lm, lm_threads, plan, &untrackable);
+    file.results
+        .extend(cost.into_iter().filter_map(|(_, _, tracked)| tracked));
+    file.write_json(&plan.json)?;
+    Ok((file, text))
+}
+
+fn ns_per_op(r: &ResultRow) -> f64 {
+    1e6 / r.kops_mean.max(1e-9)
+}
+
+/// `7556(15)`: mean(stddev), as in the seed's table.
+fn mean_sd(r: &ResultRow) -> String {
+    format!("{}({})", rate(r.kops_mean), rate(r.kops_stddev))
+}
+
+fn render(
+    file: &ResultFile,
+    cost: &[(&str, ResultRow, Option<ResultRow>)],
+    lm: &klock::lockstat::Report,
+    lm_threads: usize,
+    plan: &Plan,
+    untrackable: &[&str],
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\n== {} — {}", file.suite, file.title);
+    let _ = writeln!(
+        out,
+        "   {}; {} CPUs ({})",
+        file.workload, file.machine.cpus, file.machine.cpu_model
+    );
+
+    let _ = writeln!(
+        out,
+        "\nSingle-thread cost per operation, ns (the seed's \"additional cost of the rwlock\"); \
+         tracked = under lockstat, so tracked - untracked = lockstat's cost per acquisition"
+    );
+    let first = cost.first().map(|c| ns_per_op(&c.1));
+    let mut body = Vec::new();
+    for (id, un, tr) in cost {
+        let base = ns_per_op(un);
+        body.push(vec![
+            id.to_string(),
+            format!("{base:.1}"),
+            format!("±{:.1}%", 100.0 * un.kops_stddev / un.kops_mean.max(1e-9)),
+            first.map_or("-".into(), |f| format!("{:+.1}", base - f)),
+            tr.as_ref()
+                .map_or("-".into(), |t| format!("{:.1}", ns_per_op(t))),
+            tr.as_ref().map_or("not tracked".into(), |t| {
+                format!("{:+.1}", ns_per_op(t) - base)
+            }),
+        ]);
+    }
+    let header = [
+        "lock",
+        "ns/op",
+        "± stddev",
+        &format!("vs {}", cost.first().map_or("", |c| c.0)),
+        "tracked ns/op",
+        "lockstat ns/acq",
+    ]
+    .map(String::from);
+    out += &super::report::table(&header, &body);
+
+    let _ = writeln!(
+        out,
+        "\nThroughput, kop/s by threads: mean(stddev) over {} run(s)",
+        plan.runs
+    );
+    let ids: Vec<&str> = plan.locks.iter().map(|l| l.id).collect();
+    // The seed's spinlock → rwlock column, when both are in the run.
+    let pair = ids.contains(&"qspinlock") && ids.contains(&"qrwlock");
+    let mut header: Vec<String> = std::iter::once("threads".to_string())
+        .chain(ids.iter().map(|s| s.to_string()))
+        .collect();
+    if pair {
+        header.push("qrwlock vs qspinlock".into());
+    }
+    let find = |id: &str, t: usize| file.results.iter().find(|r| r.id == id && r.threads == t);
+    let body: Vec<Vec<String>> = plan
+        .threads
+        .iter()
+        .map(|&t| {
+            let mut row: Vec<String> = std::iter::once(t.to_string())
+                .chain(ids.iter().map(|id| find(id, t).map_or("-".into(), mean_sd)))
+                .collect();
+            if pair {
+                row.push(match (find("qspinlock", t), find("qrwlock", t)) {
+                    (Some(s), Some(r)) if s.kops_mean > 0.0 => {
+                        let pct = 100.0 * (r.kops_mean / s.kops_mean - 1.0);
+                        if pct.abs() < 1000.0 {
+                            format!("{pct:+.1}%")
+                        } else {
+                            format!("×{:.0}", r.kops_mean / s.kops_mean)
+                        }
+                    }
+                    _ => "-".into(),
+                });
+            }
+            row
+        })
+        .collect();
+    out += &super::report::table(&header, &body);
+
+    let _ = writeln!(
+        out,
+        "\nlockstat, lockmeter layout: one tracked run per lock at {lm_threads} threads, {:?} \
+         (each lock is its own class; contention points are the suite's lookup and update lines)\n",
+        plan.duration
+    );
+    out += &lm.lockmeter();
+    if !untrackable.is_empty() {
+        let _ = writeln!(
+            out,
+            "   not tracked (no TryBench impl): {}",
+            untrackable.join(", ")
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::peers::StdMutex;
+
+    #[test]
+    fn radix_matches_a_btreemap() {
+        let mut t = Radix::new();
+        let mut m = std::collections::BTreeMap::new();
+        let mut x = 12345u64;
+        for _ in 0..50_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = (x >> 3) % 4096 * 61 % KEY_LIMIT;
+            if x % 3 == 0 {
+                assert_eq!(t.remove(k), m.remove(&k));
+            } else {
+                assert_eq!(t.insert(k, x), m.insert(k, x));
+            }
+            assert_eq!(t.get(k), m.get(&k).copied());
+        }
+        assert_eq!(t.len(), m.len());
+        for (&k, &v) in &m {
+            assert_eq!(t.get(k), Some(v));
+        }
+        for k in m.keys().copied().collect::<Vec<_>>() {
+            t.remove(k);
+        }
+        assert!(
+            t.is_empty() && t.top.iter().all(|m| m.is_none()),
+            "empty nodes freed"
+        );
+    }
+
+    #[test]
+    fn run_checks_and_counts() {
+        let w = TreeWork {
+            threads: 3,
+            write_pct: 50,
+            outside_ns: 0,
+            warmup: Duration::from_millis(5),
+            duration: Duration::from_millis(40),
+        };
+        let o = run::<StdMutex>(&w).unwrap();
+        assert_eq!(o.per_thread.len(), 3);
+        assert!(o.total_ops() > 0);
+    }
+
+    #[test]
+    fn lockmeter_thread_choice() {
+        assert_eq!(lockmeter_threads(&[1, 2, 4, 8, 16], 2), 4);
+        assert_eq!(lockmeter_threads(&[1, 2, 4, 8, 16], 64), 16);
+        assert_eq!(lockmeter_threads(&[16], 2), 16);
+    }
+}

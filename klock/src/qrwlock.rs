@@ -1,0 +1,596 @@
+//! Queued rwlock: the kernel's qrwlock, a reader/writer spinlock whose
+//! contended lockers queue FIFO on a [`RawQSpinLock`].
+//!
+//! Readers and writers meet on one 32-bit counter word. Uncontended, a read
+//! lock is one `fetch_add` and a write lock one CAS. Contended lockers —
+//! readers that found a writer, writers that found anybody — line up on
+//! `wait_lock`, klock's queued spinlock, so they are served in arrival
+//! order and spin on their own MCS node rather than on the counter. A
+//! writer at the head of that queue sets the *writer-waiting* bit, which
+//! turns away new readers (they queue behind it), so a steady stream of
+//! readers cannot starve writers; readers already inside drain, then the
+//! writer takes the lock. This is the lock the 2004 `tree_lock` patch
+//! argued for: a read-mostly structure whose lookups can then run in
+//! parallel.
+//!
+//! # The lock word (`cnts`)
+//!
+//! ```text
+//!  31                                          9   8   7                 0
+//! +---------------------------------------------+---+--------------------+
+//! |           reader count (READER_BIAS = 1<<9) | W |  writer locked byte |
+//! |    readers inside, plus readers passing     |   |   0 or WLOCKED=0xff |
+//! |    through the fast path that will back out |   |                     |
+//! +---------------------------------------------+---+--------------------+
+//! ```
+//!
+//! * **writer locked** (bits 0–7, [`WLOCKED`] = `0xff`): a writer owns the
+//!   lock.
+//! * **writer waiting** (bit 8, [`WAITING`]): the writer at the head of the
+//!   `wait_lock` queue wants the lock; new readers must queue.
+//! * **readers** (bits 9–31, [`READER_BIAS`] each): up to 2²³ − 1, far more
+//!   than the 16,383 threads klock can index.
+//!
+//! `wait_lock` (a [`RawQSpinLock`], 4 bytes) orders contended lockers: only
+//! its holder may set `WAITING` or add a slow-path reader.
+//!
+//! # State transitions
+//!
+//! Written as `(readers, waiting, locked)`; `r` any reader count, `*` any.
+//!
+//! ```text
+//! read fast path      (r,0,0) -> (r+1,0,0)                fetch_add, acquire
+//!   found a writer    (r,*,L) or (r,1,*): back out  (r+1,..) -> (r,..), then slow path
+//! read slow path      under wait_lock: (r,*,*) -> (r+1,*,*), wait for locked = 0
+//!                     (acquire), release wait_lock
+//! read unlock         (r+1,*,*) -> (r,*,*)                fetch_sub, release
+//!
+//! write fast path     (0,0,0) -> (0,0,L)                  CAS, acquire
+//! write slow path     under wait_lock:
+//!   retry             (0,0,0) -> (0,0,L)                  CAS, acquire
+//!   announce          (r,0,*) -> (r,1,*)                  fetch_or (blocks new readers)
+//!   drain             wait for exactly (0,1,0)            readers and owner gone
+//!   take it           (0,1,0) -> (0,0,L)                  CAS, acquire; release wait_lock
+//! write unlock        (*,*,L) -> (*,*,0)                  fetch_sub, release
+//! ```
+//!
+//! A transient `+1` of a fast-path reader that will back out can make the
+//! writer's exact-match CAS fail; it re-waits (the reader backs out at once).
+//!
+//! # Memory ordering
+//!
+//! Every write to `cnts` is a 32-bit read-modify-write (the kernel's byte
+//! store for write unlock becomes a `fetch_sub`, DESIGN §3), so the word's
+//! modification order is one release sequence: an acquire read of any value
+//! synchronises with every release RMW (every unlock) before it. Each
+//! `Acquire`/`Release` below says what it pairs with.
+//!
+//! # When to use it
+//!
+//! Read-mostly data with short critical sections, threads ≤ CPUs: lookups
+//! run in parallel, at the price of a slightly dearer uncontended write (the
+//! 2004 patch measured ~240 ns more per one-byte write on a P4) and
+//! of the counter's cache line bouncing between readers. Like every
+//! spinlock in userspace it suffers when waiters are preempted (more
+//! runnable threads than CPUs): `wait_lock` hands over in FIFO order to
+//! threads that may not be running. `klock bench treelock` weighs it
+//! against a spinlock and the usual peers.
+
+use crate::qspinlock::RawQSpinLock;
+use crate::sync::AtomicU32;
+use crate::sync::Ordering::{self, Acquire, Relaxed, Release};
+
+/// Writer locked byte (bits 0–7): the value of a writer-held lock.
+pub const WLOCKED: u32 = 0xff;
+/// Writer waiting (bit 8): a queued writer blocks new readers.
+pub const WAITING: u32 = 1 << 8;
+/// Either writer bit: a reader fast path that sees one must queue.
+pub const WMASK: u32 = WLOCKED | WAITING;
+/// Reader count: bit offset.
+pub const READER_SHIFT: u32 = 9;
+/// One reader.
+pub const READER_BIAS: u32 = 1 << READER_SHIFT;
+/// The reader count bits.
+pub const READER_MASK: u32 = !(WMASK);
+
+const _: () = assert!(WMASK & READER_MASK == 0 && WMASK | READER_MASK == u32::MAX);
+
+/// Algorithm variants, chosen at compile time. Only [`CORRECT`] is reachable
+/// outside loom builds; the broken ones let the loom models show that they
+/// catch a wrong lock.
+const CORRECT: u8 = 0;
+/// Broken: the writer takes the lock as soon as no writer holds it, without
+/// waiting for readers to drain.
+const NO_DRAIN: u8 = 1;
+/// Broken: the reader fast path ignores the writer-waiting bit.
+const IGNORE_WAITING: u8 = 2;
+
+/// Queued reader/writer spinlock (see the [module docs](self)). 8 bytes.
+/// Use it through [`crate::RwLock`].
+pub struct RawQRwLock {
+    cnts: AtomicU32,
+    wait_lock: RawQSpinLock,
+    /// Loom only: which paths an execution went through.
+    #[cfg(loom)]
+    probe: Probe,
+}
+
+/// Under loom: plain-load re-reads explored per wait before pruning (the
+/// same scheme as the qspinlock's `Spin`; see there for why).
+#[cfg(loom)]
+const LOOM_SPIN_EXPLORE: u32 = 3;
+
+impl RawQRwLock {
+    /// An unlocked lock.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self {
+            cnts: AtomicU32::new(0),
+            wait_lock: RawQSpinLock::new(),
+        }
+    }
+
+    /// An unlocked lock (loom atomics cannot be built in a `const fn`).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self {
+            cnts: AtomicU32::new(0),
+            wait_lock: RawQSpinLock::new(),
+            probe: Probe::default(),
+        }
+    }
+
+    /// The counter word, for tests and debugging (a plain, possibly stale load).
+    #[doc(hidden)]
+    #[inline]
+    pub fn word(&self) -> u32 {
+        self.cnts.load(Relaxed)
+    }
+
+    /// Wait until `done(cnts)`; returns the value that satisfied it. Natively
+    /// a relax-and-load loop. Under loom the first re-reads are explored,
+    /// then the branch is pruned and the wait reads the newest value (see
+    /// `Spin` in qspinlock.rs).
+    #[inline(always)]
+    fn wait_until(&self, order: Ordering, done: impl Fn(u32) -> bool) -> u32 {
+        let mut v = self.cnts.load(order);
+        #[cfg(loom)]
+        let mut rereads = 0u32;
+        while !done(v) {
+            crate::spin::cpu_relax();
+            #[cfg(loom)]
+            {
+                rereads += 1;
+                if rereads == LOOM_SPIN_EXPLORE + 1 {
+                    loom::skip_branch();
+                }
+                if rereads > LOOM_SPIN_EXPLORE {
+                    v = self.cnts.fetch_or(0, order);
+                    continue;
+                }
+            }
+            v = self.cnts.load(order);
+        }
+        v
+    }
+
+    /// Take the lock shared.
+    #[inline]
+    pub fn raw_read_lock(&self) {
+        self.read_lock_with::<CORRECT>();
+    }
+
+    /// Take the lock shared if no writer holds it or waits for it.
+    #[inline]
+    pub fn raw_try_read_lock(&self) -> bool {
+        if self.cnts.load(Relaxed) & WMASK != 0 {
+            return false;
+        }
+        // Acquire pairs with the Release of the last write unlock.
+        let c = self.cnts.fetch_add(READER_BIAS, Acquire);
+        if c & WMASK == 0 {
+            return true;
+        }
+        // Relaxed: we read nothing under the lock.
+        self.cnts.fetch_sub(READER_BIAS, Relaxed);
+        false
+    }
+
+    /// Release a shared hold.
+    ///
+    /// # Safety
+    /// The caller (or the thread that handed it its guard) holds the lock shared.
+    #[inline]
+    pub unsafe fn raw_read_unlock(&self) {
+        // (r+1,*,*) -> (r,*,*). Release pairs with the Acquire of the writer
+        // that takes the lock after the readers drained (its final CAS).
+        let old = self.cnts.fetch_sub(READER_BIAS, Release);
+        debug_assert!(
+            old & READER_MASK != 0,
+            "read unlock of a qrwlock without readers"
+        );
+    }
+
+    /// Take the lock exclusively.
+    #[inline]
+    pub fn raw_write_lock(&self) {
+        self.write_lock_with::<CORRECT>();
+    }
+
+    /// Take the lock exclusively if it is free; never spins.
+    #[inline]
+    pub fn raw_try_write_lock(&self) -> bool {
+        // Read first: a CAS would steal the line from the readers for nothing.
+        // Acquire (on the CAS) pairs with the Release of the last unlock.
+        self.cnts.load(Relaxed) == 0
+            && self
+                .cnts
+                .compare_exchange(0, WLOCKED, Acquire, Relaxed)
+                .is_ok()
+    }
+
+    /// Release an exclusive hold.
+    ///
+    /// # Safety
+    /// The caller (or the thread that handed it its guard) holds the lock exclusively.
+    #[inline]
+    pub unsafe fn raw_write_unlock(&self) {
+        // (*,*,L) -> (*,*,0). A 32-bit RMW, not a byte store (DESIGN §3).
+        // Release pairs with the Acquire of the next owner: a reader's
+        // fast-path fetch_add or slow-path wait, or a writer's CAS.
+        let old = self.cnts.fetch_sub(WLOCKED, Release);
+        debug_assert_eq!(
+            old & WLOCKED,
+            WLOCKED,
+            "write unlock of a qrwlock not write-held"
+        );
+    }
+
+    /// A writer holds it, waits for it, or readers are inside.
+    #[inline]
+    pub fn is_locked_any(&self) -> bool {
+        self.cnts.load(Relaxed) != 0
+    }
+
+    #[inline(always)]
+    fn read_lock_with<const MODE: u8>(&self) {
+        // (r,0,0) -> (r+1,0,0). Acquire pairs with the Release of the last
+        // write unlock: the writer's data is visible if we stay.
+        let c = self.cnts.fetch_add(READER_BIAS, Acquire);
+        let blocked = if MODE == IGNORE_WAITING {
+            WLOCKED // BROKEN (loom only): walks past a waiting writer
+        } else {
+            WMASK
+        };
+        if c & blocked != 0 {
+            self.read_lock_slow();
+        }
+    }
+
+    /// A writer holds or waits: back out and queue behind it.
+    #[cold]
+    #[inline(never)]
+    fn read_lock_slow(&self) {
+        // Back out the fast path's bias. Relaxed: nothing was read; a
+        // draining writer waits for this to reach exactly (0,1,0).
+        self.cnts.fetch_sub(READER_BIAS, Relaxed);
+        #[cfg(loom)]
+        Probe::hit(&self.probe.reader_queued);
+
+        // FIFO with every other contended locker.
+        self.wait_lock.raw_lock();
+        // Holding wait_lock, no writer can be waiting (only the holder sets
+        // WAITING). A writer may still own the lock: our bias now stops the
+        // next writer's fast path, and we wait for this one to go. Relaxed:
+        // the wait below acquires.
+        self.cnts.fetch_add(READER_BIAS, Relaxed);
+        // Acquire pairs with the Release of the owning writer's unlock.
+        self.wait_until(Acquire, |c| c & WLOCKED == 0);
+        // SAFETY: taken above, on this thread.
+        unsafe { self.wait_lock.raw_unlock() };
+    }
+
+    #[inline(always)]
+    fn write_lock_with<const MODE: u8>(&self) {
+        // (0,0,0) -> (0,0,L). Acquire pairs with the Release of the last unlock.
+        if self
+            .cnts
+            .compare_exchange(0, WLOCKED, Acquire, Relaxed)
+            .is_err()
+        {
+            self.write_lock_slow::<MODE>();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn write_lock_slow<const MODE: u8>(&self) {
+        self.wait_lock.raw_lock();
+        #[cfg(loom)]
+        Probe::hit(&self.probe.writer_queued);
+
+        // The lock may have come free while we queued. Acquire pairs with
+        // the Release of the last unlock.
+        if self.cnts.load(Relaxed) == 0
+            && self
+                .cnts
+                .compare_exchange(0, WLOCKED, Acquire, Relaxed)
+                .is_ok()
+        {
+            // SAFETY: taken above, on this thread.
+            unsafe { self.wait_lock.raw_unlock() };
+            return;
+        }
+
+        // (r,0,*) -> (r,1,*): new readers now queue behind us. Relaxed: an
+        // announcement; nothing is published or acquired by it.
+        self.cnts.fetch_or(WAITING, Relaxed);
+
+        loop {
+            if MODE == NO_DRAIN {
+                // BROKEN (loom only): do not wait for readers to drain.
+                let c = self.wait_until(Relaxed, |c| c & WLOCKED == 0);
+                if self
+                    .cnts
+                    .compare_exchange(c, c - WAITING + WLOCKED, Acquire, Relaxed)
+                    .is_ok()
+                {
+                    break;
+                }
+                continue;
+            }
+            // Drain: wait for exactly (0,1,0). Relaxed: the CAS acquires.
+            self.wait_until(Relaxed, |c| c == WAITING);
+            // (0,1,0) -> (0,0,L). Acquire pairs with the Release of the last
+            // read unlock and of the previous writer's unlock (one release
+            // sequence). Fails only on a fast-path reader's transient bias.
+            if self
+                .cnts
+                .compare_exchange(WAITING, WLOCKED, Acquire, Relaxed)
+                .is_ok()
+            {
+                break;
+            }
+            #[cfg(loom)]
+            Probe::hit(&self.probe.writer_cas_retry);
+        }
+        // SAFETY: taken above, on this thread.
+        unsafe { self.wait_lock.raw_unlock() };
+    }
+}
+
+impl Default for RawQRwLock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl core::fmt::Debug for RawQRwLock {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let c = self.word();
+        f.debug_struct("RawQRwLock")
+            .field("readers", &(c >> READER_SHIFT))
+            .field("writer_waiting", &(c & WAITING != 0))
+            .field("writer_locked", &(c & WLOCKED == WLOCKED))
+            .finish()
+    }
+}
+
+// SAFETY: readers exclude writers and writers exclude everybody, as argued
+// in the module docs and checked by the loom models; every successful lock
+// path acquires, every unlock releases. Unlock touches only the counter
+// word, so guards may move between threads (GuardSend).
+#[cfg(not(loom))]
+unsafe impl lock_api::RawRwLock for RawQRwLock {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    type SharedGuard = lock_api::GuardSend;
+    type ExclusiveGuard = lock_api::GuardSend;
+
+    #[inline]
+    fn lock_shared(&self) -> Self::SharedGuard {
+        self.raw_read_lock();
+        lock_api::GuardSend::new()
+    }
+
+    #[inline]
+    fn try_lock_shared(&self) -> Option<Self::SharedGuard> {
+        self.raw_try_read_lock().then(lock_api::GuardSend::new)
+    }
+
+    #[inline]
+    unsafe fn unlock_shared(&self, _guard: Self::SharedGuard) {
+        // SAFETY: the caller passes the guard of a shared hold.
+        unsafe { self.raw_read_unlock() }
+    }
+
+    #[inline]
+    fn lock_exclusive(&self) -> Self::ExclusiveGuard {
+        self.raw_write_lock();
+        lock_api::GuardSend::new()
+    }
+
+    #[inline]
+    fn try_lock_exclusive(&self) -> Option<Self::ExclusiveGuard> {
+        self.raw_try_write_lock().then(lock_api::GuardSend::new)
+    }
+
+    #[inline]
+    unsafe fn unlock_exclusive(&self, _guard: Self::ExclusiveGuard) {
+        // SAFETY: the caller passes the guard of an exclusive hold.
+        unsafe { self.raw_write_unlock() }
+    }
+
+    /// Readers inside, a writer inside, or a writer waiting.
+    #[inline]
+    fn is_locked(&self) -> bool {
+        self.is_locked_any()
+    }
+
+    /// A writer holds the lock.
+    #[inline]
+    fn is_locked_exclusive(&self) -> bool {
+        self.cnts.load(Relaxed) & WLOCKED == WLOCKED
+    }
+}
+
+/// Loom-only record of the paths one model execution took.
+#[cfg(loom)]
+#[derive(Debug, Default)]
+#[doc(hidden)]
+pub struct Probe {
+    /// A reader found a writer (holding or waiting) and queued.
+    pub reader_queued: std::sync::atomic::AtomicU32,
+    /// A writer went through `wait_lock`.
+    pub writer_queued: std::sync::atomic::AtomicU32,
+    /// A draining writer's (0,1,0) -> (0,0,L) CAS failed.
+    pub writer_cas_retry: std::sync::atomic::AtomicU32,
+}
+
+#[cfg(loom)]
+impl Probe {
+    fn hit(c: &std::sync::atomic::AtomicU32) {
+        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(loom)]
+impl RawQRwLock {
+    /// Loom only: paths this lock's executions went through.
+    #[doc(hidden)]
+    pub fn probe(&self) -> &Probe {
+        &self.probe
+    }
+
+    /// Loom only: the newest value of the word (an RMW that changes nothing).
+    #[doc(hidden)]
+    pub fn word_newest(&self) -> u32 {
+        self.cnts.fetch_or(0, Relaxed)
+    }
+}
+
+/// Deliberately broken variants, compiled only for loom, so the models can
+/// show that they fail on a wrong lock.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod broken {
+    use super::*;
+
+    macro_rules! broken_rwlock {
+        ($(#[$doc:meta])* $name:ident, $mode:expr) => {
+            $(#[$doc])*
+            #[derive(Debug, Default)]
+            pub struct $name(pub RawQRwLock);
+
+            impl $name {
+                pub fn new() -> Self {
+                    Self(RawQRwLock::new())
+                }
+                pub fn raw_read_lock(&self) {
+                    self.0.read_lock_with::<{ $mode }>();
+                }
+                pub fn raw_write_lock(&self) {
+                    self.0.write_lock_with::<{ $mode }>();
+                }
+                /// # Safety
+                /// As [`RawQRwLock::raw_read_unlock`].
+                pub unsafe fn raw_read_unlock(&self) {
+                    unsafe { self.0.raw_read_unlock() }
+                }
+                /// # Safety
+                /// As [`RawQRwLock::raw_write_unlock`].
+                pub unsafe fn raw_write_unlock(&self) {
+                    unsafe { self.0.raw_write_unlock() }
+                }
+            }
+        };
+    }
+
+    broken_rwlock!(
+        /// The writer does not wait for readers to drain: it takes the lock
+        /// as soon as no other writer owns it, beside readers still inside.
+        NoDrain,
+        NO_DRAIN
+    );
+    broken_rwlock!(
+        /// The reader fast path ignores the writer-waiting bit: new readers
+        /// overtake a queued writer (and can starve it).
+        IgnoreWaiting,
+        IGNORE_WAITING
+    );
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use lock_api::RawRwLock;
+
+    #[test]
+    fn eight_bytes_and_states() {
+        assert_eq!(core::mem::size_of::<RawQRwLock>(), 8);
+        let l = RawQRwLock::INIT;
+        assert!(!l.is_locked());
+        let r1 = l.lock_shared();
+        let r2 = l.try_lock_shared().expect("readers share");
+        assert_eq!(l.word(), 2 * READER_BIAS);
+        assert!(l.try_lock_exclusive().is_none());
+        unsafe { l.unlock_shared(r1) };
+        unsafe { l.unlock_shared(r2) };
+        assert_eq!(l.word(), 0);
+        let w = l.lock_exclusive();
+        assert_eq!(l.word(), WLOCKED);
+        assert!(l.try_lock_shared().is_none());
+        assert!(l.try_lock_exclusive().is_none());
+        assert_eq!(l.word(), WLOCKED, "failed trylocks leave no trace");
+        unsafe { l.unlock_exclusive(w) };
+        assert_eq!(l.word(), 0);
+        assert!(format!("{l:?}").contains("readers: 0"));
+    }
+
+    /// A writer queued behind a reader sets WAITING; a new reader then
+    /// cannot get in (try fails, lock queues) until the writer has been.
+    #[test]
+    fn waiting_writer_blocks_new_readers() {
+        let l = RawQRwLock::new();
+        let order = std::sync::Mutex::new(Vec::new());
+        l.raw_read_lock();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                l.raw_write_lock();
+                order.lock().unwrap().push("writer");
+                unsafe { l.raw_write_unlock() };
+            });
+            while l.word() & WAITING == 0 {
+                std::thread::yield_now();
+            }
+            assert!(
+                !l.raw_try_read_lock(),
+                "a waiting writer must block try_read"
+            );
+            s.spawn(|| {
+                l.raw_read_lock();
+                order.lock().unwrap().push("reader2");
+                unsafe { l.raw_read_unlock() };
+            });
+            // Give reader 2 time to queue behind the writer.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert!(order.lock().unwrap().is_empty(), "nobody may pass reader 1");
+            unsafe { l.raw_read_unlock() };
+        });
+        assert_eq!(*order.lock().unwrap(), ["writer", "reader2"]);
+        assert_eq!(l.word(), 0);
+    }
+
+    #[test]
+    fn rwlock_alias() {
+        let l = crate::RwLock::new(1u32);
+        {
+            let a = l.read();
+            let b = l.read();
+            assert_eq!(*a + *b, 2);
+            assert!(l.try_write().is_none());
+        }
+        *l.write() += 1;
+        assert_eq!(*l.read(), 2);
+    }
+}
