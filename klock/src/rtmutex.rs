@@ -231,6 +231,7 @@ impl RtGuard {
 
 /// What a kernel PI operation reported (errno, decoded).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(loom, allow(dead_code))]
 enum KErr {
     Deadlock,
     TimedOut,
@@ -515,6 +516,8 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
             }
             cpu_relax();
         };
+        #[cfg(loom)]
+        drop(_one);
         // Free the slot. Relaxed: see the claim above.
         self.spinner.store(0, Relaxed);
         match result {
@@ -873,6 +876,9 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
     pub fn set_loom_broken_unlock(&self) {
         self.loom_broken_unlock
             .store(true, core::sync::atomic::Ordering::Relaxed);
+        self.kernel
+            .poll
+            .store(true, core::sync::atomic::Ordering::Relaxed);
     }
 
     /// Loom only: number of waiters queued in the modelled kernel.
@@ -906,12 +912,18 @@ mod loom_kernel {
 
     pub(super) struct PiFutex {
         hb: loom::sync::Mutex<State>,
+        /// Untimed waiters sleep here; unlock notifies all.
+        cv: loom::sync::Condvar,
+        /// Untimed waiters poll instead of sleeping (for the broken variant).
+        pub(super) poll: core::sync::atomic::AtomicBool,
     }
 
     impl PiFutex {
         pub(super) fn new() -> Self {
             Self {
                 hb: loom::sync::Mutex::new(State::default()),
+                cv: loom::sync::Condvar::new(),
+                poll: core::sync::atomic::AtomicBool::new(false),
             }
         }
 
@@ -959,7 +971,23 @@ mod loom_kernel {
                 if !deadline.is_some_and(|d| crate::sys::monotonic_ns() >= d) {
                     Probe::hit(&probe.kernel_sleeps);
                 }
+                if deadline.is_none() && !self.poll.load(core::sync::atomic::Ordering::Relaxed) {
+                    // Untimed: block on the condvar until handed the lock
+                    // (a waiter never handed the lock is a loom deadlock).
+                    loop {
+                        if let Some(i) = st.handed.iter().position(|&t| t == me) {
+                            st.handed.swap_remove(i);
+                            return Ok(());
+                        }
+                        st = self.cv.wait(st).unwrap();
+                    }
+                }
             }
+            // Timed (or polling): yield until handed or the deadline passes;
+            // the loom clock advances at every reading, so a timed wait
+            // ends. A polling untimed waiter that is never handed the lock
+            // spins until loom gives up on the execution (a clean failure;
+            // a deadlock among blocked loom threads aborts the process).
             loop {
                 loom::thread::yield_now();
                 let mut st = self.hb.lock().unwrap();
@@ -1000,6 +1028,7 @@ mod loom_kernel {
                         st.queue.remove(0);
                         st.handed.push(t);
                         Probe::hit(&probe.handoffs);
+                        self.cv.notify_all();
                     }
                     return Ok(());
                 }
