@@ -159,6 +159,8 @@ lock_events! {
         RtSpinFailYield = "spin_fail_yield",
         /// Another thread already spins: went to the kernel at once.
         RtSpinBusy = "spin_busy",
+        /// Spinning skipped: recent spins kept failing (adaptive disabling).
+        RtSpinSkipped = "spin_skipped",
         /// A contended locker called `FUTEX_LOCK_PI2` (or `FUTEX_LOCK_PI`).
         RtKernelLock = "kernel_lock",
         /// An unlock with waiters called `FUTEX_UNLOCK_PI`.

@@ -17,6 +17,11 @@
 //! 3. it is no longer the top waiter: somebody queued in the kernel
 //!    (`FUTEX_WAITERS` appeared).
 //!
+//! After [`SPIN_FAIL_STREAK`] consecutive failed spins a lock spins only on
+//! one contended lock in [`SPIN_PROBE_EVERY`] until a spin succeeds again
+//! (adaptive disabling, klock's addition: without an exact oracle a failed
+//! spin costs a whole budget).
+//!
 //! The spinner never steals: it takes the lock only when the word is 0,
 //! and the word is never 0 while the kernel has waiters queued (the
 //! kernel's unlock hands the lock straight to its top waiter, writing that
@@ -116,6 +121,16 @@ pub const NO_RT_SPIN: u8 = 2;
 /// spinning on each other (an ABBA deadlock in the making, which the
 /// kernel reports only once they call it) must not spin forever.
 pub const MAX_RUNNING_BUDGETS: u64 = 64;
+
+/// Adaptive disabling: after this many consecutive failed spins (the
+/// owner was preempted, the budget ran out, or we should yield) a lock
+/// stops spinning…
+pub const SPIN_FAIL_STREAK: u32 = 4;
+/// …except on one contended lock in this many (a probe); a successful
+/// spin turns spinning fully back on. Without an exact oracle this keeps a
+/// lock whose owners are usually preempted (pi_stress on one CPU) from
+/// paying a spin budget on every contended lock.
+pub const SPIN_PROBE_EVERY: u32 = 16;
 
 /// Why a lock attempt failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -266,6 +281,10 @@ pub struct RawRtMutexWith<const SPIN: u8> {
     spinner: AtomicU32,
     /// Adaptive spin budget.
     spin: SpinStats,
+    /// Consecutive failed spins (statistics: plain relaxed std atomics).
+    fail_streak: core::sync::atomic::AtomicU32,
+    /// Contended locks that skipped spinning (for the probe rhythm).
+    skips: core::sync::atomic::AtomicU32,
     /// Loom only: the modelled kernel side of the PI futex.
     #[cfg(loom)]
     kernel: loom_kernel::PiFutex,
@@ -288,6 +307,8 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
             word: AtomicU32::new(0),
             spinner: AtomicU32::new(0),
             spin: SpinStats::new(),
+            fail_streak: core::sync::atomic::AtomicU32::new(0),
+            skips: core::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -298,6 +319,8 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
             word: AtomicU32::new(0),
             spinner: AtomicU32::new(0),
             spin: SpinStats::new(),
+            fail_streak: core::sync::atomic::AtomicU32::new(0),
+            skips: core::sync::atomic::AtomicU32::new(0),
             kernel: loom_kernel::PiFutex::new(),
             probe: Probe::default(),
             loom_broken_unlock: core::sync::atomic::AtomicBool::new(false),
@@ -422,10 +445,28 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
     #[cold]
     #[inline(never)]
     fn lock_slow(&self, me: u32, deadline: Option<u64>) -> Result<(), RtMutexError> {
-        if self.spin_enabled() && oncpu::spinning_useful() && self.top_waiter_spin(me, deadline) {
+        if self.spin_enabled()
+            && oncpu::spinning_useful()
+            && self.spin_worth_trying()
+            && self.top_waiter_spin(me, deadline)
+        {
             return Ok(());
         }
         self.kernel_lock(me, deadline)
+    }
+
+    /// Adaptive disabling (see [`SPIN_FAIL_STREAK`]).
+    #[inline]
+    fn spin_worth_trying(&self) -> bool {
+        use core::sync::atomic::Ordering::Relaxed;
+        if self.fail_streak.load(Relaxed) < SPIN_FAIL_STREAK {
+            return true;
+        }
+        let probe = self.skips.fetch_add(1, Relaxed) % SPIN_PROBE_EVERY == SPIN_PROBE_EVERY - 1;
+        if !probe {
+            events::inc(Event::RtSpinSkipped);
+        }
+        probe
     }
 
     /// Spin on a running owner while we are the would-be top waiter.
@@ -522,6 +563,8 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
         self.spinner.store(0, Relaxed);
         match result {
             Ok(()) => {
+                self.fail_streak
+                    .store(0, core::sync::atomic::Ordering::Relaxed);
                 self.spin
                     .record_success(monotonic_ns().saturating_sub(start));
                 events::inc(Event::RtSpinSuccess);
@@ -530,6 +573,13 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
                 true
             }
             Err(f) => {
+                if f != SpinFail::WaiterQueued {
+                    let s = self.fail_streak.load(core::sync::atomic::Ordering::Relaxed);
+                    self.fail_streak.store(
+                        (s + 1).min(SPIN_FAIL_STREAK),
+                        core::sync::atomic::Ordering::Relaxed,
+                    );
+                }
                 events::inc(match f {
                     SpinFail::WaiterQueued => Event::RtSpinFailWaiterQueued,
                     SpinFail::OwnerSleeping => Event::RtSpinFailOwnerSleeping,
