@@ -15,7 +15,16 @@
 //! 2. the owner is not running ([`oncpu::oracle`]; without an exact oracle:
 //!    when the adaptive time budget is spent), or
 //! 3. it is no longer the top waiter: somebody queued in the kernel
-//!    (`FUTEX_WAITERS` appeared).
+//!    (`FUTEX_WAITERS` appeared), or the owner handed the lock to a kernel
+//!    waiter (the owner changed while `FUTEX_WAITERS` stayed set).
+//!
+//! The kernel leaves `FUTEX_WAITERS` set after every hand-over, even when
+//! nobody else is queued, so the bit alone cannot say whether a waiter is
+//! queued. A contender that finds it set may still spin on *that* owner
+//! (condition 3 ends the spin as soon as the lock goes to a kernel
+//! waiter); if nobody is queued, the owner's `FUTEX_UNLOCK_PI` writes 0 and
+//! the spinner takes the lock. Without this, once one waiter has queued,
+//! every later acquisition goes through the kernel (a hand-over convoy).
 //!
 //! After [`SPIN_FAIL_STREAK`] consecutive failed spins a lock spins only on
 //! one contended lock in [`SPIN_PROBE_EVERY`] until a spin succeeds again
@@ -55,9 +64,10 @@
 //! ```text
 //! fast lock               (0, 0)   -> (me, 0)     CAS, acquire            userspace
 //! fast unlock             (me, 0)  -> (0, 0)      CAS, release            userspace; fails on WAITERS
-//! top-waiter spin         (X, 0):  spin while X runs, nobody queued, we need not yield
+//! top-waiter spin         (X, w):  spin while X runs and we need not yield
 //!   lock freed            (0, 0)   -> (me, 0)     CAS, acquire            userspace
-//!   waiter queued         (X, 1):  stop spinning, go to the kernel
+//!   waiter queued         (X, 0)   -> (X, 1):     stop spinning, go to the kernel
+//!   handed to a waiter    (X, 1)   -> (T, 1):     stop spinning, go to the kernel
 //! kernel lock (LOCK_PI2)  (0, *)   -> (me, W)     kernel cmpxchg (W: more waiters)
 //!                         (X, *)   -> (X, 1)      kernel: queue, boost X, sleep
 //!                         (me, *)  -> EDEADLK     kernel: self-deadlock (or a PI-chain cycle)
@@ -474,11 +484,15 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
     #[inline(never)]
     fn top_waiter_spin(&self, me: u32, deadline: Option<u64>) -> bool {
         let w = self.word.load(Relaxed);
-        if w & WAITERS != 0 {
-            // Waiters queued in the kernel: one of them is the top waiter.
-            events::inc(Event::RtSpinFailWaiterQueued);
-            return false;
-        }
+        // WAITERS already set: the kernel leaves it set after every
+        // hand-over, so it does not tell whether anybody is queued now. We
+        // may spin on the current owner, but only on it: if it hands the
+        // lock to a kernel waiter (the owner changes and WAITERS stays), that
+        // waiter is the top waiter and we stop. If nobody is queued, its
+        // UNLOCK_PI writes 0 and we take the lock — which breaks the
+        // hand-over convoy that a stale WAITERS bit would otherwise keep up.
+        let waiters_at_start = w & WAITERS != 0;
+        let first_owner = w & TID_MASK;
         if w & TID_MASK == me {
             // Self-deadlock: let the kernel say EDEADLK.
             return false;
@@ -510,10 +524,12 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
         let mut i = 0u32;
         let result = loop {
             let w = self.word.load(Relaxed);
-            if w & WAITERS != 0 {
+            let owner = w & TID_MASK;
+            if w & WAITERS != 0 && (!waiters_at_start || owner != first_owner) {
+                // A waiter queued (WAITERS appeared), or the owner handed
+                // the lock to a kernel waiter: we are not the top waiter.
                 break Err(SpinFail::WaiterQueued);
             }
-            let owner = w & TID_MASK;
             if w == 0 {
                 // (0, 0) -> (me, 0). Acquire pairs with the owner's Release
                 // CAS. No waiter is queued (the word would carry WAITERS and

@@ -50,6 +50,20 @@ fn drop_rt() {
     let _ = rt::pin_to_cpu(0);
 }
 
+/// Spawn `f` from a launcher pinned to CPU 0: a new thread inherits its
+/// creator's CPU set, so it starts on the free CPU and cannot be stranded,
+/// still SCHED_OTHER, on the CPU a real-time hog keeps busy.
+fn spawn_rt<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::spawn(move || {
+        let _ = rt::pin_to_cpu(0);
+        std::thread::spawn(f)
+    })
+    .join()
+    .unwrap()
+}
+
 fn busy_until(end: Instant, mut stop: impl FnMut() -> bool) {
     while Instant::now() < end && !stop() {
         std::hint::spin_loop();
@@ -95,7 +109,7 @@ fn inversion_wait<L: TestLock>(lock: L) -> Duration {
 
     let low = {
         let (lock, held, high_trying) = (lock.clone(), held.clone(), high_trying.clone());
-        std::thread::spawn(move || {
+        spawn_rt(move || {
             become_rt(10);
             lock.with(&mut || {
                 held.store(true, Release);
@@ -113,7 +127,7 @@ fn inversion_wait<L: TestLock>(lock: L) -> Duration {
 
     let medium = {
         let (hogging, high_done) = (hogging.clone(), high_done.clone());
-        std::thread::spawn(move || {
+        spawn_rt(move || {
             become_rt(20);
             hogging.store(true, Release);
             busy_until(Instant::now() + HOG, || high_done.load(Acquire));
@@ -124,7 +138,7 @@ fn inversion_wait<L: TestLock>(lock: L) -> Duration {
 
     let high = {
         let (lock, high_trying, high_done) = (lock.clone(), high_trying.clone(), high_done.clone());
-        std::thread::spawn(move || {
+        spawn_rt(move || {
             become_rt(30);
             let t0 = Instant::now();
             high_trying.store(true, Release);
@@ -201,7 +215,7 @@ fn stress_mixed<const S: u8>(rt_ok: bool) {
         .iter()
         .map(|&prio| {
             let (s, stop, total) = (s.clone(), stop.clone(), total.clone());
-            std::thread::spawn(move || {
+            spawn_rt(move || {
                 if let Some(p) = prio {
                     become_rt(p);
                 }
@@ -242,7 +256,7 @@ fn stress_mixed<const S: u8>(rt_ok: bool) {
         "lost updates: the lock did not exclude"
     );
     assert!(n > 0);
-    assert_eq!(s.lock.is_locked(), false);
+    assert!(!s.lock.is_locked());
 }
 
 #[test]
