@@ -133,8 +133,8 @@ pub const NO_RT_SPIN: u8 = 2;
 pub const MAX_RUNNING_BUDGETS: u64 = 64;
 
 /// Adaptive disabling: after this many consecutive failed spins (the
-/// owner was preempted, the budget ran out, or we should yield) a lock
-/// stops spinning…
+/// owner was preempted, the budget ran out, we should yield, or a queued
+/// waiter got the lock) a lock stops spinning…
 pub const SPIN_FAIL_STREAK: u32 = 4;
 /// …except on one contended lock in this many (a probe); a successful
 /// spin turns spinning fully back on. Without an exact oracle this keeps a
@@ -589,13 +589,14 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
                 true
             }
             Err(f) => {
-                if f != SpinFail::WaiterQueued {
-                    let s = self.fail_streak.load(core::sync::atomic::Ordering::Relaxed);
-                    self.fail_streak.store(
-                        (s + 1).min(SPIN_FAIL_STREAK),
-                        core::sync::atomic::Ordering::Relaxed,
-                    );
-                }
+                // Every failed spin counts, also the ones a queued waiter
+                // ended: under a hand-over convoy (waiters always queued)
+                // they keep failing and only burn CPU.
+                let s = self.fail_streak.load(core::sync::atomic::Ordering::Relaxed);
+                self.fail_streak.store(
+                    (s + 1).min(SPIN_FAIL_STREAK),
+                    core::sync::atomic::Ordering::Relaxed,
+                );
                 events::inc(match f {
                     SpinFail::WaiterQueued => Event::RtSpinFailWaiterQueued,
                     SpinFail::OwnerSleeping => Event::RtSpinFailOwnerSleeping,
