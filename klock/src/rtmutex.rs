@@ -585,7 +585,12 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
                     .record_success(monotonic_ns().saturating_sub(start));
                 events::inc(Event::RtSpinSuccess);
                 #[cfg(loom)]
-                Probe::hit(&self.probe.spin_successes);
+                {
+                    Probe::hit(&self.probe.spin_successes);
+                    if waiters_at_start {
+                        Probe::hit(&self.probe.spin_successes_past_waiters);
+                    }
+                }
                 true
             }
             Err(f) => {
@@ -886,6 +891,9 @@ impl<const SPIN: u8, T: ?Sized> RtMutexExt<T> for lock_api::Mutex<RawRtMutexWith
 pub struct Probe {
     /// Top-waiter spins that took the lock.
     pub spin_successes: std::sync::atomic::AtomicU32,
+    /// Spins that started with a (stale) WAITERS bit and took the lock
+    /// when the owner's kernel unlock found nobody queued.
+    pub spin_successes_past_waiters: std::sync::atomic::AtomicU32,
     /// Spins stopped because a waiter queued in the kernel.
     pub spin_stopped_by_waiter: std::sync::atomic::AtomicU32,
     /// Contended lockers that went to the kernel.

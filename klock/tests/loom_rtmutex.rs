@@ -40,6 +40,7 @@ fn builder() -> loom::model::Builder {
 struct Coverage {
     executions: AtomicU32,
     spin_successes: AtomicU32,
+    spin_successes_past_waiters: AtomicU32,
     spin_stopped_by_waiter: AtomicU32,
     kernel_locks: AtomicU32,
     kernel_sleeps: AtomicU32,
@@ -52,6 +53,10 @@ impl Coverage {
         self.executions.fetch_add(1, Relaxed);
         for (t, c) in [
             (&self.spin_successes, &p.spin_successes),
+            (
+                &self.spin_successes_past_waiters,
+                &p.spin_successes_past_waiters,
+            ),
             (&self.spin_stopped_by_waiter, &p.spin_stopped_by_waiter),
             (&self.kernel_locks, &p.kernel_locks),
             (&self.kernel_sleeps, &p.kernel_sleeps),
@@ -186,6 +191,21 @@ fn spin_three_threads() {
     assert!(cov.spin_successes.load(Relaxed) > 0);
     assert!(cov.spin_stopped_by_waiter.load(Relaxed) > 0);
     assert!(cov.handoffs.load(Relaxed) > 0);
+}
+
+/// After a kernel hand-over the word keeps a stale WAITERS bit: a spinner
+/// may spin on the new owner and take the lock when that owner's kernel
+/// unlock finds nobody queued (the convoy breaker), still excluding and
+/// never robbing a queued waiter.
+#[test]
+fn spin_past_stale_waiters_bit() {
+    let cov = model::<RT_SPIN>(
+        &[Part::Lock(0), Part::Lock(2), Part::Lock(1)],
+        true,
+        HOLD,
+        false,
+    );
+    assert!(cov.spin_successes_past_waiters.load(Relaxed) > 0);
 }
 
 /// Two threads, two rounds each, no head start: fast paths, spin and
