@@ -375,12 +375,40 @@ fn usage() -> (f64, u64, u64) {
     )
 }
 
+/// Pins the calling thread to CPU 0 and restores its CPU set when dropped:
+/// the watchdog must not share the real-time CPU.
+struct OnCpu0(Option<libc::cpu_set_t>);
+
+impl OnCpu0 {
+    fn new() -> Self {
+        // SAFETY: the set is filled by the kernel.
+        let saved = unsafe {
+            let mut set = std::mem::zeroed::<libc::cpu_set_t>();
+            (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0)
+                .then_some(set)
+        };
+        let _ = klock::rt::pin_to_cpu(0);
+        Self(saved)
+    }
+}
+
+impl Drop for OnCpu0 {
+    fn drop(&mut self) {
+        if let Some(set) = &self.0 {
+            // SAFETY: restores the set read in `new`.
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+        }
+    }
+}
+
 /// Run `groups` pi_stress groups on a fresh lock of type `L` per group.
+/// The calling thread is the watchdog; it stays on CPU 0 meanwhile.
 pub fn run<L: BenchLock>(
     groups: usize,
     warmup: Duration,
     duration: Duration,
 ) -> Result<PiRun, String> {
+    let _on_cpu0 = OnCpu0::new();
     let stop = Arc::new(AtomicBool::new(false));
     let gs: Vec<Arc<Group<L>>> = (0..groups)
         .map(|_| {
