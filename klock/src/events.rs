@@ -148,6 +148,29 @@ lock_events! {
         /// on this lock (one more could only spin on a preempted owner).
         MutexSpinFailCrowded = "spin_fail_crowded",
     }
+
+    /// The priority-inheritance mutex ([`crate::rtmutex`]).
+    RtMutex = "rtmutex" {
+        /// Userspace top-waiter spinning took the lock.
+        RtSpinSuccess = "spin_success",
+        /// Spinning stopped (or was skipped): a waiter is queued in the
+        /// kernel, so we are not the top waiter.
+        RtSpinFailWaiterQueued = "spin_fail_waiter_queued",
+        /// Spinning stopped: the oracle said the owner is not running.
+        RtSpinFailOwnerSleeping = "spin_fail_owner_sleeping",
+        /// Spinning stopped: the time budget (or the caller's deadline) ran out.
+        RtSpinFailBudget = "spin_fail_budget",
+        /// Spinning stopped: the spinner should yield (it was migrated).
+        RtSpinFailYield = "spin_fail_yield",
+        /// Another thread already spins: went to the kernel at once.
+        RtSpinBusy = "spin_busy",
+        /// Spinning skipped: recent spins kept failing (adaptive disabling).
+        RtSpinSkipped = "spin_skipped",
+        /// A contended locker called `FUTEX_LOCK_PI2` (or `FUTEX_LOCK_PI`).
+        RtKernelLock = "kernel_lock",
+        /// An unlock with waiters called `FUTEX_UNLOCK_PI`.
+        RtKernelUnlock = "kernel_unlock",
+    }
 }
 
 /// Counter rows allocated together (one per thread index).

@@ -7,7 +7,8 @@
 //! Locks: [`qspinlock`] (the queued spinlock, [`SpinLock`]), [`mutex`]
 //! (the optimistic-spinning mutex, [`Mutex`], with [`Condvar`]), built on
 //! [`osq`] (the optimistic spin queue) and [`oncpu`] (the owner-running
-//! oracle).
+//! oracle), and [`rtmutex`] (the priority-inheritance mutex, [`RtMutex`],
+//! with [`rt`] helpers for real-time threads).
 //!
 //! Instruments: [`events`] (per-lock-type event counters, feature `events`).
 //!
@@ -24,6 +25,9 @@ pub mod oncpu;
 pub mod osq;
 pub mod qrwlock;
 pub mod qspinlock;
+#[cfg(not(loom))]
+pub mod rt;
+pub mod rtmutex;
 pub mod spin;
 pub mod sync;
 pub mod sys;
@@ -34,6 +38,7 @@ pub use condvar::{RawCondvar, RawCondvarWith};
 pub use mutex::{RawMutex, RawMutexWith};
 pub use qrwlock::RawQRwLock;
 pub use qspinlock::{RawQSpinLock, RawQSpinLockWith};
+pub use rtmutex::{RawRtMutex, RawRtMutexWith, RtMutexError};
 
 /// A spinlock-protected value: the kernel's queued spinlock
 /// ([`RawQSpinLock`]) behind `lock_api`'s `Mutex` API.
@@ -143,3 +148,29 @@ pub type RwLockReadGuard<'a, T> = lock_api::RwLockReadGuard<'a, RawQRwLock, T>;
 /// Exclusive guard of a [`RwLock`].
 #[cfg(not(loom))]
 pub type RwLockWriteGuard<'a, T> = lock_api::RwLockWriteGuard<'a, RawQRwLock, T>;
+
+/// A priority-inheritance mutex ([`RawRtMutex`]): the kernel's PI futex
+/// (`FUTEX_LOCK_PI2` / `FUTEX_UNLOCK_PI`) with userspace fast paths and
+/// top-waiter spinning on a running owner, behind `lock_api`'s `Mutex`
+/// API. For real-time threads of different priorities sharing data: the
+/// kernel boosts the owner while a higher-priority thread waits. Spins or
+/// not according to the global switch ([`rtmutex::set_top_waiter_spin`],
+/// `KLOCK_RT_SPIN=0`). `lock()` panics on deadlock (`EDEADLK`); use
+/// [`rtmutex::RtMutexExt::lock_checked`] to get it as an error.
+///
+/// ```
+/// let counter = klock::RtMutex::new(0u64);
+/// *counter.lock() += 1;
+/// assert_eq!(*counter.lock(), 1);
+/// ```
+#[cfg(not(loom))]
+pub type RtMutex<T> = lock_api::Mutex<RawRtMutex, T>;
+
+/// Guard of an [`RtMutex`].
+#[cfg(not(loom))]
+pub type RtMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawRtMutex, T>;
+
+/// An [`RtMutex`] with a fixed spin mode: [`rtmutex::RT_SPIN`],
+/// [`rtmutex::NO_RT_SPIN`] or [`rtmutex::RT_SPIN_GLOBAL`].
+#[cfg(not(loom))]
+pub type RtMutexWith<const SPIN: u8, T> = lock_api::Mutex<RawRtMutexWith<SPIN>, T>;

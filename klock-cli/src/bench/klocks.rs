@@ -116,3 +116,34 @@ impl<const SPIN: u8, W: klock::mutex::WaitLockRaw + 'static> TryBench for KMutex
         self.0.try_write(f)
     }
 }
+
+// --- rtmutex (issue 6): klock's PI mutex and its adaptive mutex as bench locks.
+
+/// `klock::RawRtMutexWith<SPIN>`: the PI mutex, userspace top-waiter
+/// spinning on ([`klock::rtmutex::RT_SPIN`]) or off ([`klock::rtmutex::NO_RT_SPIN`]).
+pub struct RtMutexLock<const SPIN: u8>(RawM<klock::RawRtMutexWith<SPIN>>);
+
+impl<const SPIN: u8> BenchLock for RtMutexLock<SPIN> {
+    fn new() -> Self {
+        Self(RawM::new())
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.0.write(f)
+    }
+    fn events() -> Vec<(&'static str, u64)> {
+        snapshot(LockType::RtMutex)
+    }
+}
+
+/// RtMutex with userspace top-waiter spinning.
+pub type RtSpin = RtMutexLock<{ klock::rtmutex::RT_SPIN }>;
+/// RtMutex without userspace spinning (the kernel's LOCK_PI2 only).
+pub type RtNoSpin = RtMutexLock<{ klock::rtmutex::NO_RT_SPIN }>;
+
+impl<const SPIN: u8> TryBench for RtMutexLock<SPIN> {
+    #[inline]
+    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
+        self.0.try_write(f)
+    }
+}

@@ -3,6 +3,7 @@
 
 pub mod klocks;
 pub mod peers;
+pub mod pi;
 pub mod registry;
 pub mod report;
 pub mod stats;
@@ -191,6 +192,13 @@ pub fn execute(plans: &[Plan], command: &str) -> Result<Vec<ResultFile>, String>
                 );
             });
             files.push(file);
+            continue;
+        }
+        // pi_stress has its own runner, table and JSON rows (issue 6).
+        if plan.suite.name == pi::SUITE {
+            if let Some(file) = pi::execute(plan, &machine, command, &pb)? {
+                files.push(file);
+            }
             continue;
         }
         let mut results = Vec::new();

@@ -172,6 +172,39 @@ pub fn all() -> Vec<LockEntry> {
             true,
             "glibc pthread_rwlock_t (reader-preferring default)"
         ),
+        // --- rtmutex (issue 6)
+        entry!(
+            RtSpin,
+            "rtmutex",
+            "klock-rtmutex",
+            "top-waiter-spin",
+            false,
+            "klock::RtMutex: PI futex (LOCK_PI2/UNLOCK_PI), userspace top-waiter spinning on"
+        ),
+        entry!(
+            RtNoSpin,
+            "rtmutex-nospin",
+            "klock-rtmutex",
+            "no-spin",
+            false,
+            "klock::RtMutex with userspace spinning off (fast paths + kernel PI only)"
+        ),
+        entry!(
+            super::pi::PthreadPi,
+            "pthread-pi",
+            "pthread-mutex",
+            "prio-inherit",
+            false,
+            "glibc pthread_mutex_t with PTHREAD_PRIO_INHERIT"
+        ),
+        entry!(
+            super::pi::PiFutexLock,
+            "pi-futex",
+            "pi-futex",
+            "raw",
+            false,
+            "raw PI futex: CAS fast paths, FUTEX_LOCK_PI2/UNLOCK_PI, no userspace spinning"
+        ),
     ]
 }
 

@@ -153,6 +153,10 @@ runners! {
     "std-rwlock" => StdRwLock,
     "parking_lot-rwlock" => ParkingLotRwLock,
     "pthread-rwlock" => PthreadRwLock,
+    "rtmutex" => RtSpin,
+    "rtmutex-nospin" => RtNoSpin,
+    "pthread-pi" => super::pi::PthreadPi [untracked],
+    "pi-futex" => super::pi::PiFutexLock [untracked],
 }
 
 /// The thread counts `klock stat` uses when none are given: the suite's

@@ -134,6 +134,41 @@ pub const SUITES: &[Suite] = &[
         mix: all_writers,
         cost_table: false,
     },
+    // --- rtmutex (issue 6)
+    Suite {
+        name: "pi",
+        title: "pi_stress (2016 rtmutex top-waiter spinning mail): groups of low/medium/high \
+                SCHED_FIFO threads on one CPU; --threads is the number of groups",
+        default_locks: &[
+            "rtmutex-nospin",
+            "rtmutex",
+            "pthread-pi",
+            "pi-futex",
+            "std-mutex",
+        ],
+        default_threads: &[1, 2, 4, 8],
+        cs: CriticalSection::Counter,
+        outside_ns: 0,
+        mix: all_writers,
+        cost_table: false,
+    },
+    Suite {
+        name: "pi-throughput",
+        title: "contended throughput of PI locks (no RT priorities): the test-mutex shape \
+                (shared map insert+remove under the lock, 200 ns outside)",
+        default_locks: &[
+            "rtmutex",
+            "rtmutex-nospin",
+            "pthread-pi",
+            "pi-futex",
+            "mutex",
+        ],
+        default_threads: &[1, 2, 4, 8],
+        cs: CriticalSection::Map { lookups: 0 },
+        outside_ns: 200,
+        mix: all_writers,
+        cost_table: false,
+    },
 ];
 
 /// Suites run by a bare `klock bench`.

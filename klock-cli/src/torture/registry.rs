@@ -91,6 +91,16 @@ pub fn all() -> Vec<TortureType> {
         ),
         // klock locks from the other branches go here, one line each.
         klock!(
+            Mx<klock::RawRtMutex, Timed>,
+            "rtmutex",
+            "klock::RtMutex: priority-inheritance futex mutex, top-waiter spinning"
+        ),
+        klock!(
+            Mx<klock::RawRtMutexWith<{ klock::rtmutex::NO_RT_SPIN }>, Timed>,
+            "rtmutex-nospin",
+            "klock rt-mutex, no userspace spinning (straight to FUTEX_LOCK_PI2)"
+        ),
+        klock!(
             Rw<klock::RawQRwLock>,
             "qrwlock",
             "klock::RwLock: queued rwlock (fair: a waiting writer blocks new readers)"

@@ -1,0 +1,1015 @@
+//! The `pi` suite: rt-tests' pi_stress, the experiment of the 2016
+//! rtmutex top-waiter spinning mail — and the PI peers (glibc's
+//! `PTHREAD_PRIO_INHERIT` mutex, a raw PI-futex lock).
+//!
+//! Each **group** is three `SCHED_FIFO` threads — low (10), medium (20),
+//! high (30) — sharing one lock. All groups run on **one CPU**
+//! ([`RT_CPU`]; the other CPU stays free). One *inversion* per group:
+//!
+//! 1. all three meet at a barrier; low takes the lock;
+//! 2. they meet again (low holding the lock); the barrier wakes them on one
+//!    CPU, so high runs first: it asks for the lock and blocks;
+//! 3. medium is runnable and busy-loops until high got the lock; low must
+//!    run to release it. With priority inheritance the kernel boosts low
+//!    above medium: low releases, high takes the lock — one inversion
+//!    completed. Without PI, medium starves low and the group **stalls**;
+//! 4. they meet a third time and start over.
+//!
+//! A **watchdog** (the main thread, not real-time) declares a group stalled
+//! when it has completed no iteration for [`WATCHDOG`] *while the CPU was
+//! available to real-time threads* (a 1 ms heartbeat thread above the
+//! groups on the same CPU keeps beating; RT throttling or the kernel's
+//! fair server can take the CPU away for tens of ms); it counts a failure
+//! and aborts that iteration (medium stops hogging, so low can run). Every
+//! busy loop is also bounded by [`HOG_BOUND`], and every thread drops back
+//! to `SCHED_OTHER` before it exits.
+//!
+//! Throughput is inversions per second (all groups), measured over fixed
+//! windows ([`WINDOWS_PER_RUN`] per run); the table shows their harmonic
+//! mean and standard deviation by group count, as the seed's `Hmean`/
+//! `Stddev` rows.
+
+use super::peers::{BenchLock, PthreadAdaptive, PthreadNormal, StdMutex};
+use super::report::{rate, thousands, Machine, ResultFile, ResultRow};
+use super::stats::{hmean, mean, min_mean_max, stddev};
+use super::workload::{Role, RunOutcome};
+use super::Plan;
+use indicatif::ProgressBar;
+use serde::Serialize;
+use std::cell::UnsafeCell;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The suite's name.
+pub const SUITE: &str = "pi";
+/// The CPU all real-time threads are pinned to.
+pub const RT_CPU: usize = 1;
+/// A group that completes no iteration for this long has stalled.
+pub const WATCHDOG: Duration = Duration::from_millis(100);
+/// Hard bound of every busy loop (medium's hog, low's wait for high).
+pub const HOG_BOUND: Duration = Duration::from_millis(500);
+/// Least idle time on the real-time CPU after each run.
+pub const GAP: Duration = Duration::from_millis(80);
+/// Measured windows per run.
+pub const WINDOWS_PER_RUN: usize = 5;
+/// Most groups a run may have (3 real-time threads each, on one CPU).
+pub const MAX_GROUPS: usize = 64;
+const PRIO_LOW: i32 = 10;
+const PRIO_MED: i32 = 20;
+const PRIO_HIGH: i32 = 30;
+/// The heartbeat (above every group thread; it sleeps 1 ms at a time).
+const PRIO_HEARTBEAT: i32 = 40;
+/// Locks with priority inheritance (their watchdog count must be 0).
+pub const PI_LOCKS: &[&str] = &["rtmutex", "rtmutex-nospin", "pthread-pi", "pi-futex"];
+
+// ---------------------------------------------------------------- PI peers
+
+extern "C" {
+    // glibc; not bound by the libc crate.
+    fn pthread_mutexattr_setprotocol(
+        attr: *mut libc::pthread_mutexattr_t,
+        protocol: libc::c_int,
+    ) -> libc::c_int;
+}
+
+/// glibc `pthread_mutex_t` with `PTHREAD_PRIO_INHERIT` (boxed: pthread
+/// objects must not move).
+pub struct PthreadPi(Box<UnsafeCell<libc::pthread_mutex_t>>);
+
+// SAFETY: pthread mutexes are made to be shared between threads.
+unsafe impl Send for PthreadPi {}
+unsafe impl Sync for PthreadPi {}
+
+fn check(call: &str, rc: libc::c_int) {
+    assert_eq!(
+        rc,
+        0,
+        "{call} failed: {}",
+        std::io::Error::from_raw_os_error(rc)
+    );
+}
+
+impl BenchLock for PthreadPi {
+    fn new() -> Self {
+        let m = Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
+        // SAFETY: attr initialised before use and destroyed after; `m` is
+        // boxed, so its address is stable from init on.
+        unsafe {
+            let mut attr = std::mem::zeroed::<libc::pthread_mutexattr_t>();
+            check(
+                "pthread_mutexattr_init",
+                libc::pthread_mutexattr_init(&mut attr),
+            );
+            check(
+                "pthread_mutexattr_setprotocol(PTHREAD_PRIO_INHERIT)",
+                pthread_mutexattr_setprotocol(&mut attr, libc::PTHREAD_PRIO_INHERIT),
+            );
+            check(
+                "pthread_mutex_init",
+                libc::pthread_mutex_init(m.get(), &attr),
+            );
+            libc::pthread_mutexattr_destroy(&mut attr);
+        }
+        Self(m)
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        // SAFETY: initialised in `new`; lock/unlock paired on this thread.
+        check("pthread_mutex_lock (PI)", unsafe {
+            libc::pthread_mutex_lock(self.0.get())
+        });
+        let r = f();
+        unsafe { libc::pthread_mutex_unlock(self.0.get()) };
+        r
+    }
+}
+
+impl Drop for PthreadPi {
+    fn drop(&mut self) {
+        // SAFETY: unlocked (we own it exclusively) and initialised.
+        unsafe { libc::pthread_mutex_destroy(self.0.get()) };
+    }
+}
+
+/// A raw PI-futex lock: CAS `0 -> tid` / `tid -> 0` in userspace, else
+/// `FUTEX_LOCK_PI2` / `FUTEX_UNLOCK_PI`; no userspace spinning.
+pub struct PiFutexLock(crossbeam_utils::CachePadded<AtomicU32>);
+
+impl PiFutexLock {
+    #[cold]
+    fn lock_slow(&self) {
+        use rustix::thread::futex;
+        loop {
+            let r = if klock::rtmutex::uses_lock_pi2() {
+                futex::lock_pi2(&self.0, futex::Flags::PRIVATE, None)
+            } else {
+                futex::lock_pi(&self.0, futex::Flags::PRIVATE, None)
+            };
+            match r {
+                Ok(()) => return,
+                Err(rustix::io::Errno::NOSYS) => klock::rtmutex::force_lock_pi_fallback(true),
+                Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => {}
+                Err(e) => panic!("pi-futex: FUTEX_LOCK_PI failed: {e}"),
+            }
+        }
+    }
+}
+
+impl BenchLock for PiFutexLock {
+    fn new() -> Self {
+        Self(crossbeam_utils::CachePadded::new(AtomicU32::new(0)))
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        let me = klock::sys::gettid();
+        // Acquire pairs with the Release CAS of the previous owner (the
+        // kernel path is a full barrier).
+        if self.0.compare_exchange(0, me, Acquire, Relaxed).is_err() {
+            self.lock_slow();
+        }
+        let r = f();
+        // Release: the next owner's Acquire CAS (or the kernel) sees our writes.
+        if self.0.compare_exchange(me, 0, Release, Relaxed).is_err() {
+            std::sync::atomic::fence(Release);
+            rustix::thread::futex::unlock_pi(&self.0, rustix::thread::futex::Flags::PRIVATE)
+                .expect("pi-futex: FUTEX_UNLOCK_PI failed");
+        }
+        r
+    }
+}
+
+// ---------------------------------------------------------------- barrier
+
+/// A futex barrier for three threads (no internal mutex that could itself
+/// invert priorities). `wait` returns false when `stop` is set.
+struct Barrier {
+    count: AtomicU32,
+    gen: AtomicU32,
+    n: u32,
+}
+
+impl Barrier {
+    fn new(n: u32) -> Self {
+        Self {
+            count: AtomicU32::new(0),
+            gen: AtomicU32::new(0),
+            n,
+        }
+    }
+
+    fn wait(&self, stop: &AtomicBool) -> bool {
+        // Read the generation before arriving: the last arriver bumps it.
+        let g = self.gen.load(Acquire);
+        if self.count.fetch_add(1, AcqRel) + 1 == self.n {
+            self.count.store(0, Relaxed);
+            // Release pairs with the waiters' Acquire load of `gen`.
+            self.gen.fetch_add(1, Release);
+            // i32::MAX: the kernel reads the count as an int (u32::MAX would be -1).
+            klock::sys::futex_wake(&self.gen, i32::MAX as u32);
+            return true;
+        }
+        loop {
+            if self.gen.load(Acquire) != g {
+                return true;
+            }
+            if stop.load(Relaxed) {
+                return false;
+            }
+            klock::sys::futex_wait(&self.gen, g, Some(Duration::from_millis(10)));
+        }
+    }
+}
+
+// ---------------------------------------------------------------- groups
+
+struct Group<L> {
+    lock: L,
+    barrier: Barrier,
+    high_trying: AtomicBool,
+    high_done: AtomicBool,
+    /// Set by the watchdog: give up the current iteration.
+    abort: AtomicBool,
+    /// Completed inversions.
+    inversions: AtomicU64,
+    /// Iterations ended (completed or aborted): the watchdog's progress mark.
+    iterations: AtomicU64,
+}
+
+/// Busy-wait until `done()` or the hard bound; reads the clock every 64 spins.
+fn busy_until(bound: Duration, mut done: impl FnMut() -> bool) {
+    let end = Instant::now() + bound;
+    let mut n = 0u32;
+    while !done() {
+        n = n.wrapping_add(1);
+        if n % 64 == 0 && Instant::now() >= end {
+            return;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Become a real-time thread on RT_CPU: FIFO first, then pin (a normal
+/// thread pinned to a CPU that real-time threads keep busy might never run).
+fn become_rt(prio: i32) -> Result<(), String> {
+    klock::rt::set_fifo(prio)
+        .map_err(|e| format!("sched_setscheduler(SCHED_FIFO, {prio}): {e}"))?;
+    klock::rt::pin_to_cpu(RT_CPU).map_err(|e| format!("sched_setaffinity(CPU {RT_CPU}): {e}"))
+}
+
+fn drop_rt() {
+    let _ = klock::rt::set_normal();
+    let _ = klock::rt::pin_to_cpu(0);
+}
+
+#[derive(Clone, Copy)]
+enum Role3 {
+    Low,
+    Medium,
+    High,
+}
+
+fn group_thread<L: BenchLock>(g: &Group<L>, role: Role3, stop: &AtomicBool) -> Result<(), String> {
+    become_rt(match role {
+        Role3::Low => PRIO_LOW,
+        Role3::Medium => PRIO_MED,
+        Role3::High => PRIO_HIGH,
+    })?;
+    let quit = || stop.load(Relaxed);
+    loop {
+        if let Role3::Low = role {
+            // SCHED_FIFO round-robin by hand: a group's low thread is
+            // always running or preempted (at the head of its priority's
+            // queue) while its group cycles, so without this yield the
+            // other groups' low threads (same priority) would never run.
+            std::thread::yield_now();
+        }
+        if !g.barrier.wait(stop) {
+            break;
+        }
+        match role {
+            Role3::Low => {
+                let ok = g.lock.write(|| {
+                    if !g.barrier.wait(stop) {
+                        return false;
+                    }
+                    // Hold the lock until high wants it (it then blocks, and
+                    // we must be boosted to get here).
+                    busy_until(HOG_BOUND, || {
+                        g.high_trying.load(Acquire) || g.abort.load(Relaxed) || quit()
+                    });
+                    true
+                });
+                if !ok {
+                    break;
+                }
+            }
+            Role3::Medium => {
+                if !g.barrier.wait(stop) {
+                    break;
+                }
+                // The CPU hog: starves low unless low inherits high's priority.
+                busy_until(HOG_BOUND, || {
+                    g.high_done.load(Acquire) || g.abort.load(Relaxed) || quit()
+                });
+            }
+            Role3::High => {
+                if !g.barrier.wait(stop) {
+                    break;
+                }
+                g.high_trying.store(true, Release);
+                g.lock.write(|| g.high_done.store(true, Release));
+                if !g.abort.load(Relaxed) {
+                    g.inversions.fetch_add(1, Relaxed);
+                }
+                g.iterations.fetch_add(1, Release);
+            }
+        }
+        if !g.barrier.wait(stop) {
+            break;
+        }
+        if let Role3::High = role {
+            // The others are past the last barrier and read these only
+            // after the next middle barrier, which waits for us.
+            g.high_trying.store(false, Relaxed);
+            g.high_done.store(false, Relaxed);
+            g.abort.store(false, Relaxed);
+        }
+    }
+    drop_rt();
+    Ok(())
+}
+
+/// One pi_stress run: its windows and counts.
+#[derive(Debug, Clone, Default)]
+pub struct PiRun {
+    /// Inversions per second (all groups) in each measured window.
+    pub window_rates: Vec<f64>,
+    /// Completed inversions per group during the measured period.
+    pub per_group: Vec<u64>,
+    /// Watchdog failures during the whole run (warm-up included).
+    pub failures: u64,
+    /// Long no-progress periods while the CPU was not available to
+    /// real-time threads at all (not counted as failures).
+    pub cpu_stalls: u64,
+    pub elapsed_s: f64,
+    pub cpu_s: f64,
+    pub ctx_voluntary: u64,
+    pub ctx_involuntary: u64,
+    pub events: Vec<(&'static str, u64)>,
+}
+
+fn usage() -> (f64, u64, u64) {
+    // SAFETY: getrusage fills the struct we pass.
+    let ru = unsafe {
+        let mut ru = std::mem::zeroed::<libc::rusage>();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    (
+        tv(ru.ru_utime) + tv(ru.ru_stime),
+        ru.ru_nvcsw as u64,
+        ru.ru_nivcsw as u64,
+    )
+}
+
+/// Pins the calling thread to CPU 0 and restores its CPU set when dropped:
+/// the watchdog must not share the real-time CPU.
+struct OnCpu0(Option<libc::cpu_set_t>);
+
+impl OnCpu0 {
+    fn new() -> Self {
+        // SAFETY: the set is filled by the kernel.
+        let saved = unsafe {
+            let mut set = std::mem::zeroed::<libc::cpu_set_t>();
+            (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0)
+                .then_some(set)
+        };
+        let _ = klock::rt::pin_to_cpu(0);
+        Self(saved)
+    }
+}
+
+impl Drop for OnCpu0 {
+    fn drop(&mut self) {
+        if let Some(set) = &self.0 {
+            // SAFETY: restores the set read in `new`.
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+        }
+    }
+}
+
+/// Run `groups` pi_stress groups on a fresh lock of type `L` per group.
+/// The calling thread is the watchdog; it stays on CPU 0 meanwhile.
+pub fn run<L: BenchLock>(
+    groups: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Result<PiRun, String> {
+    let _on_cpu0 = OnCpu0::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let gs: Vec<Arc<Group<L>>> = (0..groups)
+        .map(|_| {
+            Arc::new(Group {
+                lock: L::new(),
+                barrier: Barrier::new(3),
+                high_trying: AtomicBool::new(false),
+                high_done: AtomicBool::new(false),
+                abort: AtomicBool::new(false),
+                inversions: AtomicU64::new(0),
+                iterations: AtomicU64::new(0),
+            })
+        })
+        .collect();
+    // Heartbeat: a real-time thread above the groups on the same CPU that
+    // sleeps 1 ms at a time. Its beats tell the watchdog whether the CPU
+    // was available to real-time threads at all: RT throttling and the
+    // kernel's fair server can take it away for tens of ms, which is no
+    // lock's fault.
+    let beats = Arc::new(AtomicU64::new(0));
+    type Handle = std::thread::JoinHandle<Result<(), String>>;
+    // Threads are started by a launcher pinned to CPU 0: a new thread
+    // inherits its creator's CPU set, so it starts on the free CPU and
+    // cannot be stranded, still SCHED_OTHER, on a CPU the real-time
+    // threads keep busy. Each then switches to SCHED_FIFO and moves to
+    // RT_CPU itself.
+    let launched = {
+        let (gs, stop, beats) = (gs.clone(), stop.clone(), beats.clone());
+        std::thread::spawn(move || -> (Vec<Handle>, Option<String>) {
+            let mut handles: Vec<Handle> = Vec::with_capacity(3 * gs.len() + 1);
+            if let Err(e) = klock::rt::pin_to_cpu(0) {
+                return (
+                    handles,
+                    Some(format!("cannot pin the launcher to CPU 0: {e}")),
+                );
+            }
+            let heart = {
+                let (beats, stop) = (beats.clone(), stop.clone());
+                std::thread::Builder::new()
+                    .name("pi-heartbeat".into())
+                    .spawn(move || -> Result<(), String> {
+                        let r = become_rt(PRIO_HEARTBEAT);
+                        // Beat at least once even on failure: the launcher waits for it.
+                        beats.fetch_add(1, Relaxed);
+                        r?;
+                        while !stop.load(Relaxed) {
+                            std::thread::sleep(Duration::from_millis(1));
+                            beats.fetch_add(1, Relaxed);
+                        }
+                        drop_rt();
+                        Ok(())
+                    })
+            };
+            match heart {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    return (
+                        handles,
+                        Some(format!("cannot start the heartbeat thread: {e}")),
+                    )
+                }
+            }
+            let t = Instant::now();
+            while beats.load(Relaxed) == 0 && t.elapsed() < Duration::from_secs(2) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            for (i, g) in gs.iter().enumerate() {
+                for role in [Role3::Low, Role3::Medium, Role3::High] {
+                    let (g, stop2) = (g.clone(), stop.clone());
+                    let h = std::thread::Builder::new()
+                        .name(format!("pi-{i}"))
+                        .spawn(move || {
+                            let r = group_thread(&g, role, &stop2);
+                            if r.is_err() {
+                                stop2.store(true, Relaxed);
+                            }
+                            r
+                        });
+                    match h {
+                        Ok(h) => handles.push(h),
+                        Err(e) => {
+                            return (handles, Some(format!("cannot start pi_stress thread: {e}")))
+                        }
+                    }
+                }
+            }
+            (handles, None)
+        })
+    };
+    let (handles, launch_err) = launched
+        .join()
+        .map_err(|_| "the pi_stress launcher panicked".to_string())?;
+    if let Some(e) = launch_err {
+        stop.store(true, Relaxed);
+        for h in handles {
+            let _ = h.join();
+        }
+        return Err(e);
+    }
+    let beats_needed = WATCHDOG.as_millis() as u64;
+
+    // Watchdog and window sampler (this thread stays SCHED_OTHER).
+    let total = |gs: &[Arc<Group<L>>]| gs.iter().map(|g| g.inversions.load(Relaxed)).sum::<u64>();
+    let t0 = Instant::now();
+    let window = duration / WINDOWS_PER_RUN as u32;
+    let measure_start = t0 + warmup;
+    let end = measure_start + window * WINDOWS_PER_RUN as u32;
+    // Per group: (iterations, when they last changed, beats then).
+    let mut last_iter: Vec<(u64, Instant, u64)> = gs.iter().map(|_| (0, t0, 0)).collect();
+    let mut failures = 0u64;
+    let mut cpu_stalls = 0u64;
+    let mut window_rates = Vec::with_capacity(WINDOWS_PER_RUN);
+    let mut per_group0 = Vec::new();
+    let mut sample: Option<(u64, Instant)> = None;
+    let (mut u0, mut e0) = ((0.0, 0, 0), Vec::new());
+    loop {
+        let now = Instant::now();
+        if sample.is_none() && now >= measure_start {
+            per_group0 = gs.iter().map(|g| g.inversions.load(Relaxed)).collect();
+            sample = Some((total(&gs), now));
+            u0 = usage();
+            e0 = L::events();
+        }
+        if let Some((n0, s0)) = sample {
+            let next = measure_start + window * (window_rates.len() as u32 + 1);
+            if now >= next {
+                let n = total(&gs);
+                window_rates.push((n - n0) as f64 / now.duration_since(s0).as_secs_f64().max(1e-9));
+                sample = Some((n, now));
+            }
+        }
+        if window_rates.len() >= WINDOWS_PER_RUN || now >= end + window || stop.load(Relaxed) {
+            break;
+        }
+        let b = beats.load(Relaxed);
+        for (g, last) in gs.iter().zip(last_iter.iter_mut()) {
+            let it = g.iterations.load(Acquire);
+            if it != last.0 {
+                *last = (it, now, b);
+            } else if now.duration_since(last.1) >= WATCHDOG {
+                if b - last.2 >= beats_needed * 9 / 10 {
+                    // The CPU was there for real-time threads and the
+                    // group made no progress: it stalled.
+                    failures += 1;
+                    g.abort.store(true, Relaxed);
+                    *last = (it, now, b);
+                } else if now.duration_since(last.1) >= 10 * WATCHDOG {
+                    // The CPU was taken away from real-time threads.
+                    cpu_stalls += 1;
+                    *last = (it, now, b);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let elapsed = sample.map_or(0.0, |(_, s)| s.duration_since(measure_start).as_secs_f64());
+    let per_group: Vec<u64> = gs
+        .iter()
+        .zip(per_group0.iter().chain(std::iter::repeat(&0)))
+        .map(|(g, &b)| g.inversions.load(Relaxed) - b)
+        .collect();
+    let u1 = usage();
+    let e1 = L::events();
+    stop.store(true, Relaxed);
+    let mut err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => err = Some(e),
+            Err(_) => err = Some("a pi_stress thread panicked".into()),
+        }
+    }
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let events = e1
+        .into_iter()
+        .map(|(k, v)| {
+            let b = e0.iter().find(|e| e.0 == k).map_or(0, |e| e.1);
+            (k, v.saturating_sub(b))
+        })
+        .collect();
+    Ok(PiRun {
+        window_rates,
+        per_group,
+        failures,
+        cpu_stalls,
+        elapsed_s: elapsed,
+        cpu_s: u1.0 - u0.0,
+        ctx_voluntary: u1.1.saturating_sub(u0.1),
+        ctx_involuntary: u1.2.saturating_sub(u0.2),
+        events,
+    })
+}
+
+type Runner = fn(usize, Duration, Duration) -> Result<PiRun, String>;
+
+/// The pi_stress runner of a lock id (any exclusive lock can be run; the
+/// non-PI ones are controls that must stall).
+fn runner(id: &str) -> Option<Runner> {
+    use super::klocks::{KMutex, RtNoSpin, RtSpin};
+    Some(match id {
+        "rtmutex" => run::<RtSpin>,
+        "rtmutex-nospin" => run::<RtNoSpin>,
+        "pthread-pi" => run::<PthreadPi>,
+        "pi-futex" => run::<PiFutexLock>,
+        "std-mutex" => run::<StdMutex>,
+        "mutex" => run::<KMutex<{ klock::mutex::OWNER_SPIN }>>,
+        "pthread" => run::<PthreadNormal>,
+        "pthread-adaptive" => run::<PthreadAdaptive>,
+        "parking_lot" => run::<super::peers::ParkingLotMutex>,
+        _ => return None,
+    })
+}
+
+const RUNNABLE: &str =
+    "rtmutex, rtmutex-nospin, pthread-pi, pi-futex, std-mutex, mutex, pthread, pthread-adaptive, parking_lot";
+
+// ---------------------------------------------------------------- results
+
+/// A pi result: the common row (DESIGN §6 contract; `threads` = 3 × groups,
+/// `kops_*` = thousands of inversions per second over windows,
+/// `per_thread_*` = inversions per group) plus pi_stress's own fields.
+#[derive(Debug, Clone, Serialize)]
+pub struct PiRow {
+    #[serde(flatten)]
+    pub base: ResultRow,
+    pub groups: usize,
+    /// Completed inversions, all groups, summed over runs.
+    pub inversions: u64,
+    /// Watchdog failures (stalled iterations), summed over runs.
+    pub watchdog_failures: u64,
+    /// No-progress periods of ≥ 10 watchdog intervals while CPU 1 was not
+    /// available to real-time threads (RT throttling, fair server); not failures.
+    pub cpu_stalls: u64,
+    /// Whether the lock has priority inheritance (failures must be 0).
+    pub priority_inheritance: bool,
+    pub windows: usize,
+    pub window_s: f64,
+    pub inversions_per_s_hmean: f64,
+    pub inversions_per_s_stddev: f64,
+    pub inversions_per_s_windows: Vec<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct PiFile<'a> {
+    suite: &'a str,
+    machine: &'a Machine,
+    results: &'a [PiRow],
+    title: &'a str,
+    workload: String,
+    klock_version: &'a str,
+    command: &'a str,
+    watchdog_ms: u64,
+    rt_cpu: usize,
+}
+
+fn row(id: &str, lock: &str, variant: &str, groups: usize, runs: &[PiRun], window_s: f64) -> PiRow {
+    let rates: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.window_rates.iter().copied())
+        .collect();
+    // The common row, built by the common aggregation from per-group counts.
+    let outcomes: Vec<RunOutcome> = runs
+        .iter()
+        .map(|r| RunOutcome {
+            elapsed_s: r.elapsed_s.max(1e-9),
+            per_thread: r.per_group.iter().map(|&n| (Role::Writer, n)).collect(),
+            cpu_s: r.cpu_s,
+            ctx_voluntary: r.ctx_voluntary,
+            ctx_involuntary: r.ctx_involuntary,
+            events: r.events.clone(),
+        })
+        .collect();
+    let mut base = ResultRow::aggregate(id, lock, variant, 0, 3 * groups, &outcomes);
+    let kops: Vec<f64> = rates.iter().map(|r| r / 1e3).collect();
+    base.kops_mean = mean(&kops);
+    base.kops_stddev = stddev(&kops);
+    base.kops_hmean = hmean(&kops);
+    base.kops_runs = kops;
+    let mmm = min_mean_max(
+        &runs
+            .iter()
+            .flat_map(|r| r.per_group.clone())
+            .collect::<Vec<_>>(),
+    );
+    if let Some((a, b, c)) = mmm {
+        base.per_thread_min = a;
+        base.per_thread_mean = b;
+        base.per_thread_max = c;
+        base.writer_min = Some(a);
+        base.writer_mean = Some(b);
+        base.writer_max = Some(c);
+    }
+    PiRow {
+        groups,
+        inversions: runs.iter().flat_map(|r| r.per_group.iter()).sum(),
+        watchdog_failures: runs.iter().map(|r| r.failures).sum(),
+        cpu_stalls: runs.iter().map(|r| r.cpu_stalls).sum(),
+        priority_inheritance: PI_LOCKS.contains(&id),
+        windows: rates.len(),
+        window_s,
+        inversions_per_s_hmean: hmean(&rates),
+        inversions_per_s_stddev: stddev(&rates),
+        inversions_per_s_windows: rates,
+        base,
+    }
+}
+
+/// Run the `pi` plan. `Ok(None)`: skipped (no SCHED_FIFO or no second CPU),
+/// with a message on stderr.
+pub fn execute(
+    plan: &Plan,
+    machine: &Machine,
+    command: &str,
+    pb: &ProgressBar,
+) -> Result<Option<ResultFile>, String> {
+    if let Some(&g) = plan.threads.iter().find(|&&g| g > MAX_GROUPS) {
+        return Err(format!(
+            "pi: --threads is the number of pi_stress groups (3 real-time threads each), at most {MAX_GROUPS} (got {g})"
+        ));
+    }
+    let runners = plan
+        .locks
+        .iter()
+        .map(|l| {
+            runner(l.id).ok_or_else(|| {
+                format!(
+                    "lock '{}' cannot run the pi suite; pi runs: {RUNNABLE}",
+                    l.id
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(why) = klock::rt::rt_unavailable_reason(RT_CPU) {
+        pb.suspend(|| {
+            println!("\n== pi — skipped: {why}");
+        });
+        pb.inc((plan.points() * plan.runs) as u64);
+        return Ok(None);
+    }
+    let window_s = plan.duration.as_secs_f64() / WINDOWS_PER_RUN as f64;
+    let mut rows = Vec::new();
+    for (lock, run_fn) in plan.locks.iter().zip(&runners) {
+        for &groups in &plan.threads {
+            let mut runs = Vec::with_capacity(plan.runs);
+            for r in 0..plan.runs {
+                pb.set_message(format!("pi {} @ {groups} groups, run {}", lock.id, r + 1));
+                runs.push(
+                    run_fn(groups, plan.warmup, plan.duration)
+                        .map_err(|e| format!("pi {} @ {groups} groups: {e}", lock.id))?,
+                );
+                pb.inc(1);
+                // Leave CPU 1 idle for a while: keeps real-time use well
+                // under the kernel's RT throttling limit (95% of each
+                // second), whose 50 ms stalls would look like inversions
+                // stalling, and gives the CPU back to everybody else.
+                std::thread::sleep(((plan.warmup + plan.duration) / 3).max(GAP));
+            }
+            rows.push(row(
+                lock.id,
+                lock.lock,
+                lock.variant,
+                groups,
+                &runs,
+                window_s,
+            ));
+        }
+    }
+    let title = plan.suite.title;
+    let workload = format!(
+        "groups of 3 SCHED_FIFO threads (prio {PRIO_LOW}/{PRIO_MED}/{PRIO_HIGH}) pinned to CPU {RT_CPU}; \
+         watchdog {} ms; {} windows of {:.0} ms per run × {} runs after {:?} warm-up",
+        WATCHDOG.as_millis(),
+        WINDOWS_PER_RUN,
+        window_s * 1e3,
+        plan.runs,
+        plan.warmup
+    );
+    let file = PiFile {
+        suite: SUITE,
+        machine,
+        results: &rows,
+        title,
+        workload: workload.clone(),
+        klock_version: env!("CARGO_PKG_VERSION"),
+        command,
+        watchdog_ms: WATCHDOG.as_millis() as u64,
+        rt_cpu: RT_CPU,
+    };
+    if let Some(dir) = plan.json.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let json = serde_json::to_string_pretty(&file).map_err(|e| e.to_string())?;
+    std::fs::write(&plan.json, json + "\n")
+        .map_err(|e| format!("cannot write {}: {e}", plan.json.display()))?;
+    let common = ResultFile {
+        suite: SUITE.into(),
+        machine: machine.clone(),
+        results: rows.iter().map(|r| r.base.clone()).collect(),
+        title: title.into(),
+        workload: workload.clone(),
+        klock_version: env!("CARGO_PKG_VERSION").into(),
+        command: command.into(),
+    };
+    super::report::plot(&common, &plan.plot)?;
+    pb.suspend(|| {
+        print!("{}", render(&rows, title, &workload, machine));
+        println!(
+            "\n   JSON: {}   plot: {}",
+            plan.json.display(),
+            plan.plot.display()
+        );
+    });
+    Ok(Some(common))
+}
+
+/// pi_stress's tables.
+pub fn render(rows: &[PiRow], title: &str, workload: &str, machine: &Machine) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\n== {SUITE} — {title}");
+    let _ = writeln!(
+        out,
+        "   {workload}; {} CPUs ({})",
+        machine.cpus, machine.cpu_model
+    );
+    let mut ids: Vec<&str> = Vec::new();
+    let mut groups: Vec<usize> = Vec::new();
+    for r in rows {
+        if !ids.contains(&r.base.id.as_str()) {
+            ids.push(&r.base.id);
+        }
+        if !groups.contains(&r.groups) {
+            groups.push(r.groups);
+        }
+    }
+    groups.sort_unstable();
+    let find = |id: &str, g: usize| rows.iter().find(|r| r.base.id == id && r.groups == g);
+    let w = ids.iter().map(|s| s.len()).max().unwrap_or(0).max(22);
+
+    out += "\nInversions completed per group, Min/Mean/Max (per run) — watchdog failures\n";
+    let _ = write!(out, "  {:<8}", "groups");
+    for id in &ids {
+        let _ = write!(out, "  {id:>w$}");
+    }
+    out += "\n";
+    for &g in &groups {
+        let _ = write!(out, "  {g:<8}");
+        for id in &ids {
+            let cell = find(id, g).map_or("-".into(), |r| {
+                format!(
+                    "{}/{}/{} — {}",
+                    thousands(r.base.per_thread_min as f64),
+                    thousands(r.base.per_thread_mean),
+                    thousands(r.base.per_thread_max as f64),
+                    r.watchdog_failures
+                )
+            });
+            let _ = write!(out, "  {cell:>w$}");
+        }
+        out += "\n";
+    }
+
+    let win = rows.first().map_or(0.0, |r| r.window_s);
+    let _ = writeln!(
+        out,
+        "\nThroughput, inversions/s (all groups) over windows of {:.0} ms; % against {}",
+        win * 1e3,
+        ids.first().copied().unwrap_or("-")
+    );
+    let _ = write!(out, "  {:<10}", "");
+    for id in &ids {
+        let _ = write!(out, "  {id:>w$}");
+    }
+    out += "\n";
+    for (label, f) in [
+        (
+            "Hmean",
+            (|r: &PiRow| r.inversions_per_s_hmean) as fn(&PiRow) -> f64,
+        ),
+        ("Stddev", |r: &PiRow| r.inversions_per_s_stddev),
+    ] {
+        for &g in &groups {
+            let _ = write!(out, "  {:<10}", format!("{label} {g}"));
+            let base = find(ids[0], g).map(f);
+            for id in &ids {
+                let cell = find(id, g).map_or("-".into(), |r| {
+                    let v = f(r);
+                    match base {
+                        Some(b) if b > 0.0 => format!("{} ({:+.2}%)", rate(v), 100.0 * (v - b) / b),
+                        _ => rate(v),
+                    }
+                });
+                let _ = write!(out, "  {cell:>w$}");
+            }
+            out += "\n";
+        }
+    }
+
+    out += "\nWatchdog\n";
+    for id in &ids {
+        let fails: u64 = rows
+            .iter()
+            .filter(|r| r.base.id == *id)
+            .map(|r| r.watchdog_failures)
+            .sum();
+        let pi = PI_LOCKS.contains(id);
+        let verdict = match (pi, fails) {
+            (true, 0) => "0 failures (PI: must be 0) — OK".to_string(),
+            (true, n) => format!("{n} failures — FAIL: a PI lock stalled"),
+            (false, 0) => "0 failures — NOT caught stalling (no PI: expected stalls)".to_string(),
+            (false, n) => format!("{n} stalls caught (no priority inheritance, as expected)"),
+        };
+        let _ = writeln!(out, "  {id:<w$} {verdict}");
+    }
+
+    for id in &ids {
+        let with: Vec<&PiRow> = rows
+            .iter()
+            .filter(|r| r.base.id == *id && !r.base.events.is_empty())
+            .collect();
+        if with.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = with[0].base.events.keys().cloned().collect();
+        let _ = writeln!(out, "\nEvents of {id} (per run)");
+        let _ = write!(out, "  {:<8}", "groups");
+        for n in &names {
+            let _ = write!(out, "  {n:>12}");
+        }
+        out += "\n";
+        for r in with {
+            let _ = write!(out, "  {:<8}", r.groups);
+            for n in &names {
+                let _ = write!(
+                    out,
+                    "  {:>12}",
+                    thousands(*r.base.events.get(n).unwrap_or(&0) as f64)
+                );
+            }
+            out += "\n";
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pi_peers_exclude() {
+        fn excludes<L: BenchLock>() {
+            struct S<L> {
+                l: L,
+                n: UnsafeCell<u64>,
+            }
+            unsafe impl<L: Sync> Sync for S<L> {}
+            let s = Arc::new(S {
+                l: L::new(),
+                n: UnsafeCell::new(0),
+            });
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    let s = s.clone();
+                    std::thread::spawn(move || {
+                        for _ in 0..5_000 {
+                            s.l.write(|| unsafe { *s.n.get() += 1 });
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            assert_eq!(unsafe { *s.n.get() }, 20_000);
+        }
+        excludes::<PthreadPi>();
+        excludes::<PiFutexLock>();
+    }
+
+    #[test]
+    fn barrier_releases_three_and_stops() {
+        let b = Arc::new(Barrier::new(3));
+        let stop = Arc::new(AtomicBool::new(false));
+        for _ in 0..50 {
+            let hs: Vec<_> = (0..2)
+                .map(|_| {
+                    let (b, stop) = (b.clone(), stop.clone());
+                    std::thread::spawn(move || b.wait(&stop))
+                })
+                .collect();
+            assert!(b.wait(&stop));
+            for h in hs {
+                assert!(h.join().unwrap());
+            }
+        }
+        stop.store(true, Relaxed);
+        let t = Instant::now();
+        assert!(!b.wait(&stop));
+        assert!(t.elapsed() < Duration::from_secs(1));
+    }
+}

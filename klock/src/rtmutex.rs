@@ -1,0 +1,1194 @@
+//! Priority-inheritance mutex with userspace top-waiter spinning (the 2016
+//! "rtmutex: reduce top-waiter blocking" patch, DESIGN §4.5).
+//!
+//! Real priority inheritance needs the kernel: only it can boost the
+//! owner's scheduling priority while a higher-priority thread waits. The
+//! lock word is therefore a **PI futex** word, and every contended path
+//! that must wait goes through `FUTEX_LOCK_PI2` (the kernel queues waiters
+//! by priority, boosts the owner, walks the PI chain, detects deadlocks
+//! with `EDEADLK`, and spins for its own top waiter). Uncontended lock and
+//! unlock stay in userspace, and so does the seed's idea: a contender that
+//! would be the **top waiter** first **spins on the running owner** instead
+//! of blocking, and stops when
+//!
+//! 1. it should reschedule ([`OnCpu::should_yield`](crate::oncpu::OnCpu::should_yield)),
+//! 2. the owner is not running ([`oncpu::oracle`]; without an exact oracle:
+//!    when the adaptive time budget is spent), or
+//! 3. it is no longer the top waiter: somebody queued in the kernel
+//!    (`FUTEX_WAITERS` appeared), or the owner handed the lock to a kernel
+//!    waiter (the owner changed while `FUTEX_WAITERS` stayed set).
+//!
+//! The kernel leaves `FUTEX_WAITERS` set after every hand-over, even when
+//! nobody else is queued, so the bit alone cannot say whether a waiter is
+//! queued. A contender that finds it set may still spin on *that* owner
+//! (condition 3 ends the spin as soon as the lock goes to a kernel
+//! waiter); if nobody is queued, the owner's `FUTEX_UNLOCK_PI` writes 0 and
+//! the spinner takes the lock. Without this, once one waiter has queued,
+//! every later acquisition goes through the kernel (a hand-over convoy).
+//!
+//! After [`SPIN_FAIL_STREAK`] consecutive failed spins a lock spins only on
+//! one contended lock in [`SPIN_PROBE_EVERY`] until a spin succeeds again
+//! (adaptive disabling, klock's addition: without an exact oracle a failed
+//! spin costs a whole budget).
+//!
+//! The spinner never steals: it takes the lock only when the word is 0,
+//! and the word is never 0 while the kernel has waiters queued (the
+//! kernel's unlock hands the lock straight to its top waiter, writing that
+//! waiter's tid). At most one thread spins per lock (a spinner slot), as in
+//! the seed ("at most only one spinner waiter upon contended lock").
+//!
+//! # The lock word (the kernel's PI-futex ABI)
+//!
+//! ```text
+//!   31        30          29                                            0
+//! +---------+------------+-----------------------------------------------+
+//! | WAITERS | OWNER_DIED |          owner tid (0 = unlocked)             |
+//! +---------+------------+-----------------------------------------------+
+//! ```
+//!
+//! * **owner tid** (bits 0–29, [`TID_MASK`]): kernel thread id of the owner.
+//! * [`WAITERS`] (bit 31, `FUTEX_WAITERS`): the kernel has (or may have)
+//!   waiters queued; unlock must go through `FUTEX_UNLOCK_PI`. Set by the
+//!   kernel only.
+//! * [`OWNER_DIED`] (bit 30, `FUTEX_OWNER_DIED`): set by the kernel for a
+//!   robust futex whose owner died. klock registers no robust list, so it
+//!   is never set by klock's use; a word carrying it is left to the kernel.
+//!
+//! A second word, `spinner`, holds the tid of the one userspace spinner
+//! (0: none).
+//!
+//! # State transitions
+//!
+//! `(owner, WAITERS)`; `me`, `X`, `T` thread ids, `T` the kernel's top waiter.
+//!
+//! ```text
+//! fast lock               (0, 0)   -> (me, 0)     CAS, acquire            userspace
+//! fast unlock             (me, 0)  -> (0, 0)      CAS, release            userspace; fails on WAITERS
+//! top-waiter spin         (X, w):  spin while X runs and we need not yield
+//!   lock freed            (0, 0)   -> (me, 0)     CAS, acquire            userspace
+//!   waiter queued         (X, 0)   -> (X, 1):     stop spinning, go to the kernel
+//!   handed to a waiter    (X, 1)   -> (T, 1):     stop spinning, go to the kernel
+//! kernel lock (LOCK_PI2)  (0, *)   -> (me, W)     kernel cmpxchg (W: more waiters)
+//!                         (X, *)   -> (X, 1)      kernel: queue, boost X, sleep
+//!                         (me, *)  -> EDEADLK     kernel: self-deadlock (or a PI-chain cycle)
+//! kernel unlock (UNLOCK_PI)(me, 1) -> (T, 1)      kernel: hand over to the top waiter
+//!                         (me, 1)  -> (0, 0)      kernel: no waiter left (e.g. it timed out)
+//! ```
+//!
+//! # Memory ordering
+//!
+//! Userspace acquisitions are `Acquire` CASes, userspace releases `Release`
+//! CASes. The kernel's writes to the word happen in the thread that makes
+//! the call: before `FUTEX_UNLOCK_PI` we issue a `Release` fence, so the
+//! kernel's hand-over write carries our critical section; after
+//! `FUTEX_LOCK_PI2` returns we read the word with `Acquire` (checking that
+//! it names us), which reads that write or a later kernel RMW on it
+//! (`WAITERS` updates), continuing the release sequence.
+//!
+//! # Spin switch
+//!
+//! Like the kernel's `RT_MUTEX_SPIN_ON_OWNER`, spinning can be turned off:
+//! globally ([`set_top_waiter_spin`], `KLOCK_RT_SPIN=0`) for
+//! [`RawRtMutex`], or per type with [`RawRtMutexWith`]`<`[`RT_SPIN`]`>` /
+//! `<`[`NO_RT_SPIN`]`>`, so one benchmark run can show both.
+//!
+//! # Errors
+//!
+//! A deadlock (`EDEADLK`: the caller already owns the lock, or the PI chain
+//! closes a cycle) is returned as [`RtMutexError::Deadlock`] by the checked
+//! methods ([`RawRtMutexWith::lock_checked`], [`RtMutexExt::lock_checked`])
+//! and panics with a clear message on the `lock_api` path
+//! ([`lock_api::Mutex::lock`]).
+
+use crate::events::{self, Event};
+use crate::oncpu::{self, SpinStats};
+use crate::spin::cpu_relax;
+use crate::sync::AtomicU32;
+use crate::sync::Ordering::{Acquire, Relaxed, Release};
+use crate::sys::monotonic_ns;
+use crate::thread;
+use core::marker::PhantomData;
+use core::sync::atomic::AtomicU8 as StdAtomicU8;
+use std::time::Duration;
+
+/// `FUTEX_WAITERS`: the kernel has waiters queued; unlock through the kernel.
+pub const WAITERS: u32 = 0x8000_0000;
+/// `FUTEX_OWNER_DIED`: a robust owner died (never set by klock's own use).
+pub const OWNER_DIED: u32 = 0x4000_0000;
+/// `FUTEX_TID_MASK`: the owner's tid.
+pub const TID_MASK: u32 = 0x3fff_ffff;
+
+/// Per-lock spin mode: follow the global switch ([`top_waiter_spin`]).
+pub const RT_SPIN_GLOBAL: u8 = 0;
+/// Per-lock spin mode: the top waiter always spins on a running owner.
+pub const RT_SPIN: u8 = 1;
+/// Per-lock spin mode: never spin in userspace; contended lockers go
+/// straight to `FUTEX_LOCK_PI2`.
+pub const NO_RT_SPIN: u8 = 2;
+
+/// When the oracle says the owner runs, the spinner spins without the
+/// adaptive budget, but for at most this many budgets in all: two threads
+/// spinning on each other (an ABBA deadlock in the making, which the
+/// kernel reports only once they call it) must not spin forever.
+pub const MAX_RUNNING_BUDGETS: u64 = 64;
+
+/// Adaptive disabling: after this many consecutive failed spins (the
+/// owner was preempted, the budget ran out, we should yield, or a queued
+/// waiter got the lock) a lock stops spinning…
+pub const SPIN_FAIL_STREAK: u32 = 4;
+/// …except on one contended lock in this many (a probe); a successful
+/// spin turns spinning fully back on. Without an exact oracle this keeps a
+/// lock whose owners are usually preempted (pi_stress on one CPU) from
+/// paying a spin budget on every contended lock.
+pub const SPIN_PROBE_EVERY: u32 = 16;
+
+/// Why a lock attempt failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RtMutexError {
+    /// `EDEADLK`: the caller already owns the lock, or waiting would close
+    /// a cycle of PI-lock owners (the kernel walked the chain).
+    Deadlock,
+    /// The deadline passed before the lock was acquired.
+    TimedOut,
+    /// Another error from the kernel (raw `errno`), e.g. `ESRCH`/`EINVAL`
+    /// when the word names a thread that no longer exists.
+    Kernel(i32),
+}
+
+impl core::fmt::Display for RtMutexError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Deadlock => write!(
+                f,
+                "deadlock (EDEADLK): the thread already holds this RtMutex, or waiting would close a cycle of lock owners"
+            ),
+            Self::TimedOut => write!(f, "timed out"),
+            Self::Kernel(e) => write!(
+                f,
+                "futex PI operation failed: {}",
+                std::io::Error::from_raw_os_error(*e)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RtMutexError {}
+
+// Global switches. Plain std atomics: configuration, not synchronisation.
+static GLOBAL_SPIN: StdAtomicU8 = StdAtomicU8::new(0); // 0 unread, 1 on, 2 off
+/// 0: try FUTEX_LOCK_PI2; 1: the kernel said ENOSYS (or a test forced it):
+/// use FUTEX_LOCK_PI with a CLOCK_REALTIME deadline.
+static NO_LOCK_PI2: StdAtomicU8 = StdAtomicU8::new(0);
+
+/// The global top-waiter spin switch, for locks of mode [`RT_SPIN_GLOBAL`]
+/// (the default [`crate::RtMutex`]). On unless the environment says
+/// `KLOCK_RT_SPIN=0` (read once) or [`set_top_waiter_spin`]`(false)` was
+/// called.
+#[inline]
+pub fn top_waiter_spin() -> bool {
+    use core::sync::atomic::Ordering::Relaxed;
+    match GLOBAL_SPIN.load(Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let off = std::env::var("KLOCK_RT_SPIN").is_ok_and(|v| {
+                matches!(
+                    v.trim().to_ascii_lowercase().as_str(),
+                    "0" | "off" | "false" | "no"
+                )
+            });
+            let v = if off { 2 } else { 1 };
+            let _ = GLOBAL_SPIN.compare_exchange(0, v, Relaxed, Relaxed);
+            GLOBAL_SPIN.load(Relaxed) == 1
+        }
+    }
+}
+
+/// Turn userspace top-waiter spinning on or off for all locks of mode
+/// [`RT_SPIN_GLOBAL`]. Takes effect at the next contended lock.
+pub fn set_top_waiter_spin(on: bool) {
+    GLOBAL_SPIN.store(
+        if on { 1 } else { 2 },
+        core::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// Whether contended locks use `FUTEX_LOCK_PI2` (Linux ≥ 5.14); `false`
+/// once the kernel answered `ENOSYS`, after which `FUTEX_LOCK_PI` is used.
+pub fn uses_lock_pi2() -> bool {
+    NO_LOCK_PI2.load(core::sync::atomic::Ordering::Relaxed) == 0
+}
+
+/// Tests only: behave as if the kernel lacked `FUTEX_LOCK_PI2` (`true`), or
+/// try it again (`false`).
+#[doc(hidden)]
+pub fn force_lock_pi_fallback(on: bool) {
+    NO_LOCK_PI2.store(on as u8, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// Guard state of a held [`RawRtMutexWith`]: the owner tid the lock was
+/// taken with. Not `Send`: a PI futex is owned by a thread, and only that
+/// thread may unlock it (the kernel refuses others with `EPERM`).
+#[derive(Debug)]
+pub struct RtGuard {
+    tid: u32,
+    _not_send: PhantomData<*mut ()>,
+}
+
+// SAFETY: the guard carries no shared state; `Sync` only lets a `&Guard`
+// be shared, as `GuardNoSend` does.
+unsafe impl Sync for RtGuard {}
+
+impl RtGuard {
+    #[inline(always)]
+    fn new(tid: u32) -> Self {
+        Self {
+            tid,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The owner's tid.
+    pub fn owner_tid(&self) -> u32 {
+        self.tid
+    }
+}
+
+/// What a kernel PI operation reported (errno, decoded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(loom, allow(dead_code))]
+enum KErr {
+    Deadlock,
+    TimedOut,
+    NoSys,
+    /// EAGAIN (owner exiting) or EINTR: try again.
+    Retry,
+    Perm,
+    Other(i32),
+}
+
+/// Why top-waiter spinning stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SpinFail {
+    /// A waiter queued in the kernel: we are no longer the top waiter.
+    WaiterQueued,
+    /// The oracle says the owner is off CPU.
+    OwnerSleeping,
+    /// Time budget (or the caller's deadline) spent.
+    Budget,
+    /// The spinner should yield (migrated / preempted).
+    Yield,
+}
+
+/// The PI mutex with userspace top-waiter spinning, with a per-type spin
+/// mode `SPIN` ([`RT_SPIN_GLOBAL`], [`RT_SPIN`] or [`NO_RT_SPIN`]). Use it
+/// through [`crate::RtMutex`] or [`crate::RtMutexWith`].
+pub struct RawRtMutexWith<const SPIN: u8> {
+    /// The PI futex word (see the [module docs](self)).
+    word: AtomicU32,
+    /// Tid of the one userspace spinner, 0 if none. Not synchronisation
+    /// for the data: only who may spin.
+    spinner: AtomicU32,
+    /// Adaptive spin budget.
+    spin: SpinStats,
+    /// Consecutive failed spins (statistics: plain relaxed std atomics).
+    fail_streak: core::sync::atomic::AtomicU32,
+    /// Contended locks that skipped spinning (for the probe rhythm).
+    skips: core::sync::atomic::AtomicU32,
+    /// Loom only: the modelled kernel side of the PI futex.
+    #[cfg(loom)]
+    kernel: loom_kernel::PiFutex,
+    /// Loom only: which rare paths an execution took.
+    #[cfg(loom)]
+    probe: Probe,
+    /// Loom only: a deliberately broken unlock (see `set_loom_broken_unlock`).
+    #[cfg(loom)]
+    loom_broken_unlock: core::sync::atomic::AtomicBool,
+}
+
+/// The PI mutex following the global spin switch ([`crate::RtMutex`]'s raw lock).
+pub type RawRtMutex = RawRtMutexWith<RT_SPIN_GLOBAL>;
+
+impl<const SPIN: u8> RawRtMutexWith<SPIN> {
+    /// An unlocked mutex.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self {
+            word: AtomicU32::new(0),
+            spinner: AtomicU32::new(0),
+            spin: SpinStats::new(),
+            fail_streak: core::sync::atomic::AtomicU32::new(0),
+            skips: core::sync::atomic::AtomicU32::new(0),
+        }
+    }
+
+    /// An unlocked mutex (loom atomics cannot be built in a `const fn`).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self {
+            word: AtomicU32::new(0),
+            spinner: AtomicU32::new(0),
+            spin: SpinStats::new(),
+            fail_streak: core::sync::atomic::AtomicU32::new(0),
+            skips: core::sync::atomic::AtomicU32::new(0),
+            kernel: loom_kernel::PiFutex::new(),
+            probe: Probe::default(),
+            loom_broken_unlock: core::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Whether this lock's top waiter spins in userspace now (its mode, or
+    /// the global switch).
+    #[inline]
+    pub fn spin_enabled(&self) -> bool {
+        match SPIN {
+            RT_SPIN => true,
+            NO_RT_SPIN => false,
+            _ => top_waiter_spin(),
+        }
+    }
+
+    /// Acquire the lock; `Err(Deadlock)` if the caller already holds it or
+    /// the PI chain would close a cycle.
+    #[inline]
+    pub fn lock_checked(&self) -> Result<RtGuard, RtMutexError> {
+        let me = thread::current_tid();
+        // (0, 0) -> (me, 0). Acquire pairs with the Release of the
+        // previous owner's unlock (its CAS, or the fence before UNLOCK_PI).
+        if self.word.compare_exchange(0, me, Acquire, Relaxed).is_err() {
+            self.lock_slow(me, None)?;
+        }
+        Ok(RtGuard::new(me))
+    }
+
+    /// Acquire the lock unless `deadline_ns` ([`monotonic_ns`] time)
+    /// passes first.
+    #[inline]
+    pub fn try_lock_until_ns_checked(&self, deadline_ns: u64) -> Result<RtGuard, RtMutexError> {
+        let me = thread::current_tid();
+        // Acquire: as in lock_checked.
+        if self.word.compare_exchange(0, me, Acquire, Relaxed).is_err() {
+            self.lock_slow(me, Some(deadline_ns))?;
+        }
+        Ok(RtGuard::new(me))
+    }
+
+    /// Acquire the lock unless `timeout` passes first.
+    pub fn try_lock_for_checked(&self, timeout: Duration) -> Result<RtGuard, RtMutexError> {
+        self.try_lock_until_ns_checked(deadline_after(timeout))
+    }
+
+    /// Take the lock if it is free; never spins or sleeps.
+    #[inline]
+    pub fn raw_try_lock(&self) -> Option<RtGuard> {
+        let me = thread::current_tid();
+        // Acquire: as in lock_checked.
+        self.word
+            .compare_exchange(0, me, Acquire, Relaxed)
+            .ok()
+            .map(|_| RtGuard::new(me))
+    }
+
+    /// Acquire the lock; panics on deadlock (the `lock_api` path).
+    #[inline]
+    pub fn raw_lock(&self) -> RtGuard {
+        match self.lock_checked() {
+            Ok(g) => g,
+            Err(e) => lock_failed(e),
+        }
+    }
+
+    /// Release the lock.
+    ///
+    /// # Safety
+    /// `guard` must come from locking this mutex, on this thread, and the
+    /// lock must still be held with it. Unlocking a lock the caller does
+    /// not own panics (the kernel answers `EPERM`) when waiters exist.
+    #[inline]
+    pub unsafe fn raw_unlock(&self, guard: RtGuard) {
+        #[cfg(loom)]
+        if self
+            .loom_broken_unlock
+            .load(core::sync::atomic::Ordering::Relaxed)
+        {
+            // BROKEN (loom only): release without looking at WAITERS.
+            self.word.store(0, Release);
+            return;
+        }
+        // (me, 0) -> (0, 0); fails on WAITERS. Release pairs with the
+        // Acquire CAS of whoever takes the lock next from userspace (or the
+        // kernel's read in LOCK_PI2, in the next owner's thread).
+        if self
+            .word
+            .compare_exchange(guard.tid, 0, Release, Relaxed)
+            .is_err()
+        {
+            self.unlock_slow(guard.tid);
+        }
+    }
+
+    /// Held by some thread (a snapshot).
+    #[inline]
+    pub fn is_held(&self) -> bool {
+        self.word.load(Relaxed) & TID_MASK != 0
+    }
+
+    /// The owner's tid, if any (a snapshot).
+    pub fn owner_tid(&self) -> Option<u32> {
+        let o = self.word.load(Relaxed) & TID_MASK;
+        (o != 0).then_some(o)
+    }
+
+    /// The raw futex word, for tests and debugging.
+    #[doc(hidden)]
+    #[inline]
+    pub fn word(&self) -> u32 {
+        self.word.load(Relaxed)
+    }
+
+    /// This lock's adaptive spin statistics.
+    pub fn spin_stats(&self) -> &SpinStats {
+        &self.spin
+    }
+
+    /// Contended lock: top-waiter spin, then the kernel.
+    #[cold]
+    #[inline(never)]
+    fn lock_slow(&self, me: u32, deadline: Option<u64>) -> Result<(), RtMutexError> {
+        if self.spin_enabled()
+            && oncpu::spinning_useful()
+            && self.spin_worth_trying()
+            && self.top_waiter_spin(me, deadline)
+        {
+            return Ok(());
+        }
+        self.kernel_lock(me, deadline)
+    }
+
+    /// Adaptive disabling (see [`SPIN_FAIL_STREAK`]).
+    #[inline]
+    fn spin_worth_trying(&self) -> bool {
+        use core::sync::atomic::Ordering::Relaxed;
+        if self.fail_streak.load(Relaxed) < SPIN_FAIL_STREAK {
+            return true;
+        }
+        let probe = self.skips.fetch_add(1, Relaxed) % SPIN_PROBE_EVERY == SPIN_PROBE_EVERY - 1;
+        if !probe {
+            events::inc(Event::RtSpinSkipped);
+        }
+        probe
+    }
+
+    /// Spin on a running owner while we are the would-be top waiter.
+    /// Returns whether we took the lock.
+    #[inline(never)]
+    fn top_waiter_spin(&self, me: u32, deadline: Option<u64>) -> bool {
+        let w = self.word.load(Relaxed);
+        // WAITERS already set: the kernel leaves it set after every
+        // hand-over, so it does not tell whether anybody is queued now. We
+        // may spin on the current owner, but only on it: if it hands the
+        // lock to a kernel waiter (the owner changes and WAITERS stays), that
+        // waiter is the top waiter and we stop. If nobody is queued, its
+        // UNLOCK_PI writes 0 and we take the lock — which breaks the
+        // hand-over convoy that a stale WAITERS bit would otherwise keep up.
+        let waiters_at_start = w & WAITERS != 0;
+        let first_owner = w & TID_MASK;
+        if w & TID_MASK == me {
+            // Self-deadlock: let the kernel say EDEADLK.
+            return false;
+        }
+        // Claim the spinner slot: 0 -> me. Relaxed: the slot only decides
+        // who spins; the lock itself is taken by an Acquire CAS.
+        if self
+            .spinner
+            .compare_exchange(0, me, Relaxed, Relaxed)
+            .is_err()
+        {
+            // Somebody else spins and will be the top waiter: queue in the
+            // kernel (setting WAITERS stops that spinner too, and the kernel
+            // orders us both by priority).
+            events::inc(Event::RtSpinBusy);
+            return false;
+        }
+        #[cfg(loom)]
+        let _one = self.probe.enter_spin();
+
+        let oracle = oncpu::oracle();
+        let budget = self.spin.budget_ns();
+        oracle.spin_begin();
+        let start = monotonic_ns();
+        let hard_end = start.saturating_add(budget.saturating_mul(MAX_RUNNING_BUDGETS));
+        let mut owner_end = start.saturating_add(budget);
+        let mut last_owner = u32::MAX;
+        let mut running = None;
+        let mut i = 0u32;
+        let result = loop {
+            let w = self.word.load(Relaxed);
+            let owner = w & TID_MASK;
+            if w & WAITERS != 0 && (!waiters_at_start || owner != first_owner) {
+                // A waiter queued (WAITERS appeared), or the owner handed
+                // the lock to a kernel waiter: we are not the top waiter.
+                break Err(SpinFail::WaiterQueued);
+            }
+            if w == 0 {
+                // (0, 0) -> (me, 0). Acquire pairs with the owner's Release
+                // CAS. No waiter is queued (the word would carry WAITERS and
+                // a hand-over tid), so this steals from nobody.
+                if self.word.compare_exchange(0, me, Acquire, Relaxed).is_ok() {
+                    break Ok(());
+                }
+                continue;
+            }
+            if owner != last_owner {
+                if last_owner != u32::MAX {
+                    // The lock moved on: a fresh budget for the new owner.
+                    owner_end = monotonic_ns().saturating_add(budget).min(hard_end);
+                }
+                last_owner = owner;
+                running = oracle.owner_running(owner);
+                if running == Some(false) {
+                    break Err(SpinFail::OwnerSleeping);
+                }
+            }
+            i = i.wrapping_add(1);
+            if cfg!(loom) || i % crate::spin::CLOCK_EVERY == 0 {
+                if oracle.should_yield() {
+                    break Err(SpinFail::Yield);
+                }
+                if owner != 0 {
+                    running = oracle.owner_running(owner);
+                    if running == Some(false) {
+                        break Err(SpinFail::OwnerSleeping);
+                    }
+                }
+                let now = monotonic_ns();
+                if deadline.is_some_and(|d| now >= d) || now >= hard_end {
+                    break Err(SpinFail::Budget);
+                }
+                // An owner known to run may be spun on past the budget
+                // (up to hard_end); otherwise the budget decides.
+                if running != Some(true) && now >= owner_end {
+                    break Err(SpinFail::Budget);
+                }
+            }
+            cpu_relax();
+        };
+        #[cfg(loom)]
+        drop(_one);
+        // Free the slot. Relaxed: see the claim above.
+        self.spinner.store(0, Relaxed);
+        match result {
+            Ok(()) => {
+                self.fail_streak
+                    .store(0, core::sync::atomic::Ordering::Relaxed);
+                self.spin
+                    .record_success(monotonic_ns().saturating_sub(start));
+                events::inc(Event::RtSpinSuccess);
+                #[cfg(loom)]
+                {
+                    Probe::hit(&self.probe.spin_successes);
+                    if waiters_at_start {
+                        Probe::hit(&self.probe.spin_successes_past_waiters);
+                    }
+                }
+                true
+            }
+            Err(f) => {
+                // Every failed spin counts, also the ones a queued waiter
+                // ended: under a hand-over convoy (waiters always queued)
+                // they keep failing and only burn CPU.
+                let s = self.fail_streak.load(core::sync::atomic::Ordering::Relaxed);
+                self.fail_streak.store(
+                    (s + 1).min(SPIN_FAIL_STREAK),
+                    core::sync::atomic::Ordering::Relaxed,
+                );
+                events::inc(match f {
+                    SpinFail::WaiterQueued => Event::RtSpinFailWaiterQueued,
+                    SpinFail::OwnerSleeping => Event::RtSpinFailOwnerSleeping,
+                    SpinFail::Budget => Event::RtSpinFailBudget,
+                    SpinFail::Yield => Event::RtSpinFailYield,
+                });
+                #[cfg(loom)]
+                if f == SpinFail::WaiterQueued {
+                    Probe::hit(&self.probe.spin_stopped_by_waiter);
+                }
+                false
+            }
+        }
+    }
+
+    /// Block in the kernel (`FUTEX_LOCK_PI2`, or `FUTEX_LOCK_PI` on old
+    /// kernels) until we own the lock, the deadline passes, or the kernel
+    /// reports a deadlock.
+    #[cold]
+    fn kernel_lock(&self, me: u32, deadline: Option<u64>) -> Result<(), RtMutexError> {
+        events::inc(Event::RtKernelLock);
+        #[cfg(loom)]
+        Probe::hit(&self.probe.kernel_locks);
+        loop {
+            match self.futex_lock_pi(me, deadline) {
+                Ok(()) => {
+                    // Acquire pairs with the Release fence of the unlocker
+                    // before its UNLOCK_PI (the kernel's hand-over write is
+                    // made in its thread after the fence), or with its
+                    // Release CAS when the kernel took a free lock for us.
+                    let w = self.word.load(Acquire);
+                    debug_assert_eq!(w & TID_MASK, me, "kernel returned without ownership");
+                    let _ = w;
+                    return Ok(());
+                }
+                Err(KErr::Deadlock) => return Err(RtMutexError::Deadlock),
+                Err(KErr::TimedOut) => {
+                    #[cfg(loom)]
+                    Probe::hit(&self.probe.timeouts);
+                    return Err(RtMutexError::TimedOut);
+                }
+                Err(KErr::NoSys) => {
+                    // Pre-5.14 kernel: fall back to FUTEX_LOCK_PI for good.
+                    force_lock_pi_fallback(true);
+                }
+                Err(KErr::Retry) => {
+                    // The owner is exiting (EAGAIN), or a signal: try again.
+                    #[cfg(not(loom))]
+                    std::thread::yield_now();
+                }
+                Err(KErr::Perm) => return Err(RtMutexError::Kernel(libc_eperm())),
+                Err(KErr::Other(e)) => return Err(RtMutexError::Kernel(e)),
+            }
+        }
+    }
+
+    /// Contended unlock: `WAITERS` is set (or we do not own the lock).
+    #[cold]
+    #[inline(never)]
+    fn unlock_slow(&self, me: u32) {
+        let w = self.word.load(Relaxed);
+        assert!(
+            w & TID_MASK == me,
+            "klock::RtMutex: unlock by thread {me} which does not own the lock (owner tid {})",
+            w & TID_MASK
+        );
+        events::inc(Event::RtKernelUnlock);
+        // Release: the kernel's hand-over write (made in this thread, after
+        // this fence) carries our critical section to the next owner.
+        crate::sync::fence(Release);
+        match self.futex_unlock_pi(me) {
+            Ok(()) => {}
+            Err(e) => panic!("klock::RtMutex: FUTEX_UNLOCK_PI failed for thread {me}: {e:?}"),
+        }
+    }
+
+    #[cfg(not(loom))]
+    fn futex_lock_pi(&self, _me: u32, deadline: Option<u64>) -> Result<(), KErr> {
+        use rustix::thread::futex;
+        let r = if uses_lock_pi2() {
+            // LOCK_PI2: absolute CLOCK_MONOTONIC deadline (our clock).
+            let ts = deadline.map(timespec);
+            futex::lock_pi2(&self.word, futex::Flags::PRIVATE, ts.as_ref())
+        } else {
+            // LOCK_PI: absolute CLOCK_REALTIME deadline.
+            let ts = deadline.map(|d| {
+                let left = d.saturating_sub(monotonic_ns());
+                let rt = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+                timespec(
+                    (rt.tv_sec as u64 * 1_000_000_000 + rt.tv_nsec as u64).saturating_add(left),
+                )
+            });
+            futex::lock_pi(&self.word, futex::Flags::PRIVATE, ts.as_ref())
+        };
+        r.map_err(decode)
+    }
+
+    #[cfg(not(loom))]
+    fn futex_unlock_pi(&self, _me: u32) -> Result<(), KErr> {
+        use rustix::thread::futex;
+        loop {
+            match futex::unlock_pi(&self.word, futex::Flags::PRIVATE).map_err(decode) {
+                Err(KErr::Retry) => continue,
+                r => return r,
+            }
+        }
+    }
+
+    #[cfg(loom)]
+    fn futex_lock_pi(&self, me: u32, deadline: Option<u64>) -> Result<(), KErr> {
+        self.kernel.lock_pi(&self.word, me, deadline, &self.probe)
+    }
+
+    #[cfg(loom)]
+    fn futex_unlock_pi(&self, me: u32) -> Result<(), KErr> {
+        self.kernel.unlock_pi(&self.word, me, &self.probe)
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn lock_failed(e: RtMutexError) -> ! {
+    match e {
+        RtMutexError::Deadlock => panic!(
+            "klock::RtMutex: deadlock (EDEADLK): thread {} already holds this lock, or waiting for it would close a cycle of lock owners; use lock_checked() to get this as an error",
+            thread::current_tid()
+        ),
+        e => panic!("klock::RtMutex: lock failed: {e}"),
+    }
+}
+
+#[inline]
+fn libc_eperm() -> i32 {
+    rustix::io::Errno::PERM.raw_os_error()
+}
+
+#[cfg(not(loom))]
+fn decode(e: rustix::io::Errno) -> KErr {
+    use rustix::io::Errno;
+    match e {
+        Errno::DEADLK => KErr::Deadlock,
+        Errno::TIMEDOUT => KErr::TimedOut,
+        Errno::NOSYS => KErr::NoSys,
+        Errno::AGAIN | Errno::INTR => KErr::Retry,
+        Errno::PERM => KErr::Perm,
+        e => KErr::Other(e.raw_os_error()),
+    }
+}
+
+#[cfg(not(loom))]
+fn timespec(ns: u64) -> rustix::time::Timespec {
+    rustix::time::Timespec {
+        tv_sec: (ns / 1_000_000_000) as i64,
+        tv_nsec: (ns % 1_000_000_000) as _,
+    }
+}
+
+/// Deadline in [`monotonic_ns`] time for a timeout from now.
+fn deadline_after(d: Duration) -> u64 {
+    monotonic_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+impl<const SPIN: u8> Default for RawRtMutexWith<SPIN> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const SPIN: u8> core::fmt::Debug for RawRtMutexWith<SPIN> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let w = self.word();
+        f.debug_struct("RawRtMutex")
+            .field("spin_mode", &SPIN)
+            .field("owner_tid", &(w & TID_MASK))
+            .field("waiters", &(w & WAITERS != 0))
+            .field("owner_died", &(w & OWNER_DIED != 0))
+            .field("spin_avg_ns", &self.spin.average_ns())
+            .finish()
+    }
+}
+
+// SAFETY: mutual exclusion by the PI futex protocol (the kernel's, plus
+// userspace CASes from/to 0 only, checked by the loom model); acquire on
+// every successful lock path, release on every unlock. The guard is !Send:
+// the word names the locking thread.
+#[cfg(not(loom))]
+unsafe impl<const SPIN: u8> lock_api::RawMutex for RawRtMutexWith<SPIN> {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    type Guard = RtGuard;
+
+    /// Panics with a clear message on deadlock (`EDEADLK`).
+    #[inline]
+    fn lock(&self) -> RtGuard {
+        self.raw_lock()
+    }
+
+    #[inline]
+    fn try_lock(&self) -> Option<RtGuard> {
+        self.raw_try_lock()
+    }
+
+    #[inline]
+    unsafe fn unlock(&self, guard: RtGuard) {
+        // SAFETY: forwarded contract.
+        unsafe { self.raw_unlock(guard) }
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        self.is_held()
+    }
+}
+
+// SAFETY: a timed-out attempt owns nothing; the kernel dequeued it.
+#[cfg(not(loom))]
+unsafe impl<const SPIN: u8> lock_api::RawMutexTimed for RawRtMutexWith<SPIN> {
+    type Duration = Duration;
+    type Instant = std::time::Instant;
+
+    /// Panics on deadlock, like `lock`; `None` on timeout.
+    fn try_lock_for(&self, timeout: Duration) -> Option<RtGuard> {
+        match self.try_lock_for_checked(timeout) {
+            Ok(g) => Some(g),
+            Err(RtMutexError::TimedOut) => None,
+            Err(e) => lock_failed(e),
+        }
+    }
+
+    fn try_lock_until(&self, timeout: std::time::Instant) -> Option<RtGuard> {
+        let left = timeout.saturating_duration_since(std::time::Instant::now());
+        self.try_lock_for(left)
+    }
+}
+
+/// Checked locking for [`crate::RtMutex`] / [`crate::RtMutexWith`]: a
+/// deadlock is an error value instead of a panic.
+///
+/// ```
+/// use klock::rtmutex::{RtMutexError, RtMutexExt};
+/// let m = klock::RtMutex::new(1);
+/// let g = m.lock_checked().unwrap();
+/// assert_eq!(m.lock_checked().unwrap_err(), RtMutexError::Deadlock);
+/// drop(g);
+/// ```
+#[cfg(not(loom))]
+pub trait RtMutexExt<T: ?Sized> {
+    /// The `lock_api` guard type.
+    type Guard<'a>
+    where
+        Self: 'a;
+    /// Lock; `Err(Deadlock)` instead of a panic on `EDEADLK`.
+    fn lock_checked(&self) -> Result<Self::Guard<'_>, RtMutexError>;
+    /// Lock within `timeout`; `Err(TimedOut)` or `Err(Deadlock)` otherwise.
+    fn try_lock_for_checked(&self, timeout: Duration) -> Result<Self::Guard<'_>, RtMutexError>;
+}
+
+#[cfg(not(loom))]
+impl<const SPIN: u8, T: ?Sized> RtMutexExt<T> for lock_api::Mutex<RawRtMutexWith<SPIN>, T> {
+    type Guard<'a>
+        = lock_api::MutexGuard<'a, RawRtMutexWith<SPIN>, T>
+    where
+        Self: 'a;
+
+    fn lock_checked(&self) -> Result<Self::Guard<'_>, RtMutexError> {
+        // SAFETY: the raw lock is only used to lock; the guard it returns
+        // is turned into a MutexGuard at once, which unlocks it.
+        let g = unsafe { self.raw() }.lock_checked()?;
+        // SAFETY: `g` is a guard of an acquisition of this mutex's lock.
+        Ok(unsafe { self.make_guard_unchecked(g) })
+    }
+
+    fn try_lock_for_checked(&self, timeout: Duration) -> Result<Self::Guard<'_>, RtMutexError> {
+        // SAFETY: as in lock_checked.
+        let g = unsafe { self.raw() }.try_lock_for_checked(timeout)?;
+        // SAFETY: as in lock_checked.
+        Ok(unsafe { self.make_guard_unchecked(g) })
+    }
+}
+
+/// Loom-only record of the paths one model execution took. Plain std
+/// atomics: bookkeeping outside the model.
+#[cfg(loom)]
+#[derive(Debug, Default)]
+#[doc(hidden)]
+pub struct Probe {
+    /// Top-waiter spins that took the lock.
+    pub spin_successes: std::sync::atomic::AtomicU32,
+    /// Spins that started with a (stale) WAITERS bit and took the lock
+    /// when the owner's kernel unlock found nobody queued.
+    pub spin_successes_past_waiters: std::sync::atomic::AtomicU32,
+    /// Spins stopped because a waiter queued in the kernel.
+    pub spin_stopped_by_waiter: std::sync::atomic::AtomicU32,
+    /// Contended lockers that went to the kernel.
+    pub kernel_locks: std::sync::atomic::AtomicU32,
+    /// Lockers that slept in the (modelled) kernel.
+    pub kernel_sleeps: std::sync::atomic::AtomicU32,
+    /// Kernel unlocks that handed the lock to a queued waiter.
+    pub handoffs: std::sync::atomic::AtomicU32,
+    /// Timed lockers that timed out.
+    pub timeouts: std::sync::atomic::AtomicU32,
+    /// Threads in the spin loop right now (must never exceed 1).
+    pub spinning_now: std::sync::atomic::AtomicU32,
+}
+
+#[cfg(loom)]
+impl Probe {
+    fn hit(c: &std::sync::atomic::AtomicU32) {
+        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Enter the spin loop; asserts there is at most one spinner.
+    fn enter_spin(&self) -> SpinToken<'_> {
+        let n = self
+            .spinning_now
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(n, 0, "klock::RtMutex: two top-waiter spinners at once");
+        SpinToken(self)
+    }
+}
+
+#[cfg(loom)]
+struct SpinToken<'a>(&'a Probe);
+
+#[cfg(loom)]
+impl Drop for SpinToken<'_> {
+    fn drop(&mut self) {
+        self.0
+            .spinning_now
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(loom)]
+impl<const SPIN: u8> RawRtMutexWith<SPIN> {
+    /// Loom only: paths this lock's execution went through.
+    #[doc(hidden)]
+    pub fn probe(&self) -> &Probe {
+        &self.probe
+    }
+
+    /// Loom only: make `raw_unlock` deliberately wrong — a plain store of 0
+    /// that ignores `WAITERS` (no `FUTEX_UNLOCK_PI`) — so a model can show
+    /// that it catches the stranded kernel waiter.
+    #[doc(hidden)]
+    pub fn set_loom_broken_unlock(&self) {
+        self.loom_broken_unlock
+            .store(true, core::sync::atomic::Ordering::Relaxed);
+        self.kernel
+            .poll
+            .store(true, core::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Loom only: number of waiters queued in the modelled kernel.
+    #[doc(hidden)]
+    pub fn kernel_waiters(&self) -> usize {
+        self.kernel.waiters()
+    }
+}
+
+/// The kernel side of a PI futex, modelled for loom: a hash-bucket lock
+/// protecting a FIFO of waiters (priorities are not modelled) and the set
+/// of waiters the lock was handed to. It follows the kernel's rules for the
+/// word: it sets `WAITERS` (by CAS, racing userspace) before a waiter
+/// sleeps; takes a free word for the caller (adding `WAITERS` if others
+/// are queued); reports `EDEADLK` when the caller owns the word; and on
+/// unlock writes the top waiter's tid with `WAITERS`, or 0 when none is
+/// left. A waiter "sleeps" by yielding until it is handed the lock or its
+/// deadline passes (then it dequeues itself; `WAITERS` stays set and the
+/// owner's unlock goes through the kernel, which clears it).
+#[cfg(loom)]
+mod loom_kernel {
+    use super::{KErr, Probe, TID_MASK, WAITERS};
+    use crate::sync::AtomicU32;
+    use crate::sync::Ordering::{Acquire, Relaxed, Release};
+
+    #[derive(Default)]
+    struct State {
+        queue: Vec<u32>,
+        handed: Vec<u32>,
+    }
+
+    pub(super) struct PiFutex {
+        hb: loom::sync::Mutex<State>,
+        /// Untimed waiters sleep here; unlock notifies all.
+        cv: loom::sync::Condvar,
+        /// Untimed waiters poll instead of sleeping (for the broken variant).
+        pub(super) poll: core::sync::atomic::AtomicBool,
+    }
+
+    impl PiFutex {
+        pub(super) fn new() -> Self {
+            Self {
+                hb: loom::sync::Mutex::new(State::default()),
+                cv: loom::sync::Condvar::new(),
+                poll: core::sync::atomic::AtomicBool::new(false),
+            }
+        }
+
+        pub(super) fn waiters(&self) -> usize {
+            self.hb.lock().unwrap().queue.len()
+        }
+
+        pub(super) fn lock_pi(
+            &self,
+            word: &AtomicU32,
+            me: u32,
+            deadline: Option<u64>,
+            probe: &Probe,
+        ) -> Result<(), KErr> {
+            {
+                let mut st = self.hb.lock().unwrap();
+                loop {
+                    let v = word.load(Relaxed);
+                    let owner = v & TID_MASK;
+                    if owner == me {
+                        return Err(KErr::Deadlock);
+                    }
+                    if owner == 0 {
+                        assert!(
+                            st.queue.is_empty(),
+                            "model: free word while waiters are queued (a waiter would be robbed)"
+                        );
+                        // The kernel takes the free lock for us. Acquire:
+                        // pairs with the Release CAS of the last owner.
+                        if word.compare_exchange(v, me, Acquire, Relaxed).is_ok() {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                    if v & WAITERS == 0
+                        && word
+                            .compare_exchange(v, v | WAITERS, Relaxed, Relaxed)
+                            .is_err()
+                    {
+                        continue;
+                    }
+                    st.queue.push(me);
+                    break;
+                }
+                if !deadline.is_some_and(|d| crate::sys::monotonic_ns() >= d) {
+                    Probe::hit(&probe.kernel_sleeps);
+                }
+                if deadline.is_none() && !self.poll.load(core::sync::atomic::Ordering::Relaxed) {
+                    // Untimed: block on the condvar until handed the lock
+                    // (a waiter never handed the lock is a loom deadlock).
+                    loop {
+                        if let Some(i) = st.handed.iter().position(|&t| t == me) {
+                            st.handed.swap_remove(i);
+                            return Ok(());
+                        }
+                        st = self.cv.wait(st).unwrap();
+                    }
+                }
+            }
+            // Timed (or polling): yield until handed or the deadline passes;
+            // the loom clock advances at every reading, so a timed wait
+            // ends. A polling untimed waiter that is never handed the lock
+            // spins until loom gives up on the execution (a clean failure;
+            // a deadlock among blocked loom threads aborts the process).
+            loop {
+                loom::thread::yield_now();
+                let mut st = self.hb.lock().unwrap();
+                if let Some(i) = st.handed.iter().position(|&t| t == me) {
+                    st.handed.swap_remove(i);
+                    return Ok(());
+                }
+                if deadline.is_some_and(|d| crate::sys::monotonic_ns() >= d) {
+                    let i = st.queue.iter().position(|&t| t == me).unwrap();
+                    st.queue.remove(i);
+                    return Err(KErr::TimedOut);
+                }
+            }
+        }
+
+        pub(super) fn unlock_pi(
+            &self,
+            word: &AtomicU32,
+            me: u32,
+            probe: &Probe,
+        ) -> Result<(), KErr> {
+            let mut st = self.hb.lock().unwrap();
+            loop {
+                let v = word.load(Relaxed);
+                if v & TID_MASK != me {
+                    return Err(KErr::Perm);
+                }
+                let (new, top) = if st.queue.is_empty() {
+                    (0, None)
+                } else {
+                    (st.queue[0] | WAITERS, Some(st.queue[0]))
+                };
+                // Release: hand our critical section to the next owner
+                // (the modelled kernel write stands for the real one, made
+                // after the unlocker's Release fence).
+                if word.compare_exchange(v, new, Release, Relaxed).is_ok() {
+                    if let Some(t) = top {
+                        st.queue.remove(0);
+                        st.handed.push(t);
+                        Probe::hit(&probe.handoffs);
+                        self.cv.notify_all();
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use lock_api::{RawMutex as _, RawMutexTimed as _};
+    use std::time::Instant;
+
+    #[test]
+    fn word_layout_matches_the_kernel_abi() {
+        assert_eq!(WAITERS, 1 << 31);
+        assert_eq!(OWNER_DIED, 1 << 30);
+        assert_eq!(TID_MASK & (WAITERS | OWNER_DIED), 0);
+        assert_eq!(TID_MASK | WAITERS | OWNER_DIED, u32::MAX);
+    }
+
+    #[test]
+    fn lock_try_unlock() {
+        let m = RawRtMutex::INIT;
+        assert!(!m.is_locked());
+        let g = m.lock();
+        assert_eq!(m.word(), thread::current_tid());
+        assert_eq!(g.owner_tid(), thread::current_tid());
+        assert_eq!(m.owner_tid(), Some(thread::current_tid()));
+        unsafe { m.unlock(g) };
+        assert_eq!(m.word(), 0);
+        let g = m.try_lock().unwrap();
+        unsafe { m.unlock(g) };
+        let g = m.try_lock_for(Duration::from_millis(1)).unwrap();
+        assert!(format!("{m:?}").contains("waiters: false"));
+        unsafe { m.unlock(g) };
+    }
+
+    #[test]
+    fn try_lock_fails_when_held_elsewhere() {
+        let m = RawRtMutex::new();
+        let g = m.lock();
+        std::thread::scope(|s| {
+            s.spawn(|| assert!(m.try_lock().is_none()));
+        });
+        unsafe { m.unlock(g) };
+    }
+
+    #[test]
+    fn contended_handover_through_the_kernel() {
+        let m = RawRtMutexWith::<NO_RT_SPIN>::new();
+        let g = m.lock();
+        std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                let g = m.lock();
+                let t = g.owner_tid();
+                unsafe { m.unlock(g) };
+                t
+            });
+            // Wait until the other thread is queued in the kernel.
+            let t0 = Instant::now();
+            while m.word() & WAITERS == 0 && t0.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_ne!(m.word() & WAITERS, 0, "waiter never queued");
+            unsafe { m.unlock(g) };
+            assert_ne!(h.join().unwrap(), thread::current_tid());
+        });
+        assert_eq!(m.word(), 0);
+    }
+
+    #[test]
+    fn global_switch() {
+        let was = top_waiter_spin();
+        set_top_waiter_spin(!was);
+        assert_eq!(RawRtMutex::new().spin_enabled(), !was);
+        set_top_waiter_spin(was);
+        assert!(RawRtMutexWith::<RT_SPIN>::new().spin_enabled());
+        assert!(!RawRtMutexWith::<NO_RT_SPIN>::new().spin_enabled());
+    }
+
+    #[test]
+    fn errors_display() {
+        assert!(RtMutexError::Deadlock.to_string().contains("EDEADLK"));
+        assert!(RtMutexError::Kernel(3).to_string().contains("futex"));
+    }
+}

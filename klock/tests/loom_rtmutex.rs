@@ -1,0 +1,281 @@
+//! Loom model of the PI mutex's userspace protocol: the fast paths, the
+//! top-waiter spin with its spinner slot, and the `WAITERS` bit, against a
+//! model of the kernel's PI-futex operations (`FUTEX_LOCK_PI2` /
+//! `FUTEX_UNLOCK_PI`: a hash-bucket lock, a FIFO of waiters, hand-over to
+//! the top waiter; see `rtmutex::loom_kernel`).
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p klock --release --test loom_rtmutex
+//! ```
+//!
+//! * Mutual exclusion: the counter is a loom `UnsafeCell`; two holders at
+//!   once are a reported data race, and the final count is exact.
+//! * No stealing: the kernel model asserts that it never finds a free word
+//!   while waiters are queued (a userspace CAS from 0 would then rob the
+//!   top waiter).
+//! * At most one userspace spinner (asserted on entering the spin loop).
+//! * No stranded waiter: a kernel waiter that is never handed the lock
+//!   yields forever, which loom reports.
+//! * After each execution the word is 0 and no waiter is queued.
+#![cfg(loom)]
+
+use klock::rtmutex::{Probe, RawRtMutexWith, RtMutexError, NO_RT_SPIN, RT_SPIN};
+use loom::cell::UnsafeCell;
+use loom::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+fn builder() -> loom::model::Builder {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(2);
+    }
+    if let Ok(n) = std::env::var("LOOM_MAX_BRANCHES_TEST") {
+        b.max_branches = n.parse().unwrap();
+    }
+    b
+}
+
+#[derive(Debug, Default)]
+struct Coverage {
+    executions: AtomicU32,
+    spin_successes: AtomicU32,
+    spin_successes_past_waiters: AtomicU32,
+    spin_stopped_by_waiter: AtomicU32,
+    kernel_locks: AtomicU32,
+    kernel_sleeps: AtomicU32,
+    handoffs: AtomicU32,
+    timeouts: AtomicU32,
+}
+
+impl Coverage {
+    fn add(&self, p: &Probe) {
+        self.executions.fetch_add(1, Relaxed);
+        for (t, c) in [
+            (&self.spin_successes, &p.spin_successes),
+            (
+                &self.spin_successes_past_waiters,
+                &p.spin_successes_past_waiters,
+            ),
+            (&self.spin_stopped_by_waiter, &p.spin_stopped_by_waiter),
+            (&self.kernel_locks, &p.kernel_locks),
+            (&self.kernel_sleeps, &p.kernel_sleeps),
+            (&self.handoffs, &p.handoffs),
+            (&self.timeouts, &p.timeouts),
+        ] {
+            t.fetch_add(c.load(Relaxed), Relaxed);
+        }
+    }
+}
+
+/// Loom yields the main thread holds the lock for: a spinner's budget
+/// (two loom clock readings) runs out meanwhile.
+const HOLD: u32 = 3;
+
+#[derive(Clone, Copy, Debug)]
+enum Part {
+    /// Lock, increment, unlock; this many times.
+    Lock(u32),
+    /// One timed attempt, deadline this many ns of loom clock from now.
+    Timed(u64),
+}
+
+fn run_part<const S: u8>(m: &RawRtMutexWith<S>, data: &UnsafeCell<u32>, p: Part) -> u32 {
+    let bump = || {
+        let v = data.with(|p| unsafe { *p });
+        data.with_mut(|p| unsafe { *p = v + 1 });
+    };
+    match p {
+        Part::Lock(n) => {
+            for _ in 0..n {
+                let g = m.lock_checked().unwrap();
+                bump();
+                unsafe { m.raw_unlock(g) };
+            }
+            n
+        }
+        Part::Timed(ns) => {
+            let deadline = klock::sys::monotonic_ns() + ns;
+            match m.try_lock_until_ns_checked(deadline) {
+                Ok(g) => {
+                    bump();
+                    unsafe { m.raw_unlock(g) };
+                    1
+                }
+                Err(e) => {
+                    assert_eq!(e, RtMutexError::TimedOut);
+                    0
+                }
+            }
+        }
+    }
+}
+
+/// The main thread plays `parts[0]`, after holding the lock first (for
+/// `hold` loom yields, so that spinners can run out of budget) if
+/// `main_holds`; one spawned thread plays each other part.
+fn model<const S: u8>(
+    parts: &'static [Part],
+    main_holds: bool,
+    hold: u32,
+    broken: bool,
+) -> std::sync::Arc<Coverage> {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    builder().check(move || {
+        let m = Arc::new(RawRtMutexWith::<S>::new());
+        if broken {
+            m.set_loom_broken_unlock();
+        }
+        let data = Arc::new(UnsafeCell::new(0u32));
+        let held = main_holds.then(|| m.lock_checked().unwrap());
+        let hs: Vec<_> = parts[1..]
+            .iter()
+            .map(|&p| {
+                let (m, data) = (m.clone(), data.clone());
+                loom::thread::spawn(move || run_part(&*m, &data, p))
+            })
+            .collect();
+        let mut total = 0;
+        if let Some(g) = held {
+            for _ in 0..hold {
+                loom::thread::yield_now();
+            }
+            let v = data.with(|p| unsafe { *p });
+            data.with_mut(|p| unsafe { *p = v + 1 });
+            unsafe { m.raw_unlock(g) };
+            total += 1;
+        }
+        total += run_part(&*m, &data, parts[0]);
+        for h in hs {
+            total += h.join().unwrap();
+        }
+        assert_eq!(data.with(|p| unsafe { *p }), total);
+        assert_eq!(m.word(), 0, "futex word not clean");
+        assert_eq!(m.kernel_waiters(), 0, "a waiter is still queued");
+        c.add(m.probe());
+    });
+    eprintln!("coverage: {cov:?}");
+    cov
+}
+
+/// Two lockers with spinning: the top waiter's spin takes the lock, or it
+/// goes to the kernel and is handed the lock.
+#[test]
+fn spin_two_threads() {
+    let cov = model::<RT_SPIN>(&[Part::Lock(0), Part::Lock(1)], true, 1, false);
+    assert!(cov.spin_successes.load(Relaxed) > 0);
+    assert!(cov.handoffs.load(Relaxed) > 0);
+}
+
+/// Two lockers, no spinning: the waiter sleeps in the kernel, WAITERS
+/// forces the unlock through the kernel, which hands over.
+#[test]
+fn kernel_two_threads() {
+    let cov = model::<NO_RT_SPIN>(&[Part::Lock(0), Part::Lock(1)], true, HOLD, false);
+    assert!(cov.kernel_sleeps.load(Relaxed) > 0);
+    assert!(cov.handoffs.load(Relaxed) > 0);
+}
+
+/// Three lockers with spinning: one spins, another finds the slot taken
+/// and queues in the kernel; its WAITERS stops the spinner (no longer top
+/// waiter), and nobody robs a queued waiter.
+#[test]
+fn spin_three_threads() {
+    let cov = model::<RT_SPIN>(
+        &[Part::Lock(0), Part::Lock(1), Part::Lock(1)],
+        true,
+        HOLD,
+        false,
+    );
+    assert!(cov.spin_successes.load(Relaxed) > 0);
+    assert!(cov.spin_stopped_by_waiter.load(Relaxed) > 0);
+    assert!(cov.handoffs.load(Relaxed) > 0);
+}
+
+/// After a kernel hand-over the word keeps a stale WAITERS bit: a spinner
+/// may spin on the new owner and take the lock when that owner's kernel
+/// unlock finds nobody queued (the convoy breaker), still excluding and
+/// never robbing a queued waiter.
+#[test]
+fn spin_past_stale_waiters_bit() {
+    let cov = model::<RT_SPIN>(
+        &[Part::Lock(0), Part::Lock(2), Part::Lock(1)],
+        true,
+        HOLD,
+        false,
+    );
+    assert!(cov.spin_successes_past_waiters.load(Relaxed) > 0);
+}
+
+/// Two threads, two rounds each, no head start: fast paths, spin and
+/// kernel mix.
+#[test]
+fn spin_two_threads_two_rounds() {
+    let cov = model::<RT_SPIN>(&[Part::Lock(2), Part::Lock(2)], false, 0, false);
+    assert!(cov.kernel_locks.load(Relaxed) > 0);
+}
+
+/// A timed waiter gives up (in the spin or in the kernel) while a second
+/// waiter may be queued: the lock stays consistent, the leftover WAITERS
+/// bit is cleared by the owner's kernel unlock.
+#[test]
+fn timed_waiter_leaves_cleanly() {
+    let cov = model::<NO_RT_SPIN>(
+        &[Part::Lock(0), Part::Timed(3_000), Part::Lock(1)],
+        true,
+        HOLD,
+        false,
+    );
+    assert!(cov.timeouts.load(Relaxed) > 0);
+}
+
+/// Timed waiter with spinning on.
+#[test]
+fn timed_spinner_leaves_cleanly() {
+    let cov = model::<RT_SPIN>(&[Part::Lock(0), Part::Timed(3_000)], true, HOLD, false);
+    assert!(cov.timeouts.load(Relaxed) > 0);
+}
+
+/// Three threads, no head start, one of them locking twice: fast path,
+/// spinning, the spinner slot and kernel hand-overs all mix.
+#[test]
+fn mixed_three_threads() {
+    let cov = model::<RT_SPIN>(
+        &[Part::Lock(1), Part::Lock(2), Part::Lock(1)],
+        false,
+        0,
+        false,
+    );
+    assert!(cov.spin_successes.load(Relaxed) > 0);
+    assert!(cov.handoffs.load(Relaxed) > 0);
+}
+
+/// Self-deadlock is reported, not slept on.
+#[test]
+fn self_deadlock_is_an_error() {
+    builder().check(|| {
+        let m = RawRtMutexWith::<RT_SPIN>::new();
+        let g = m.lock_checked().unwrap();
+        assert_eq!(m.lock_checked().unwrap_err(), RtMutexError::Deadlock);
+        unsafe { m.raw_unlock(g) };
+        assert_eq!(m.word(), 0);
+    });
+}
+
+/// The model can fail: an unlock that ignores WAITERS (a plain store of 0,
+/// no FUTEX_UNLOCK_PI) strands the kernel waiter — and lets a later locker
+/// take a word whose waiter is queued. Loom must report it.
+#[test]
+fn broken_unlock_is_caught() {
+    let r = std::panic::catch_unwind(|| {
+        model::<NO_RT_SPIN>(&[Part::Lock(0), Part::Lock(1)], true, HOLD, true);
+    });
+    let err = r.expect_err("loom should have found the stranded waiter");
+    let msg = err
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    eprintln!("broken unlock: {msg}");
+}
