@@ -201,20 +201,28 @@ pub fn execute(plans: &[Plan], command: &str) -> Result<Vec<ResultFile>, String>
             }
             continue;
         }
+        // Runs are interleaved: for each thread count, run 1 of every lock,
+        // then run 2 of every lock, ... so that a slow phase of a shared,
+        // noisy machine hits every lock alike and the ratios between locks
+        // at one point stay comparable.
         let mut results = Vec::new();
-        for lock in &plan.locks {
-            for &t in &plan.threads {
-                let (readers, writers) = (plan.suite.mix)(t);
-                let w = Workload {
-                    readers,
-                    writers,
-                    cs: plan.cs,
-                    outside_ns: plan.outside_ns,
-                    warmup: plan.warmup,
-                    duration: plan.duration,
-                };
-                let mut runs = Vec::with_capacity(plan.runs);
-                for run in 0..plan.runs {
+        for &t in &plan.threads {
+            let (readers, writers) = (plan.suite.mix)(t);
+            let w = Workload {
+                readers,
+                writers,
+                cs: plan.cs,
+                outside_ns: plan.outside_ns,
+                warmup: plan.warmup,
+                duration: plan.duration,
+            };
+            let mut runs: Vec<Vec<workload::RunOutcome>> = plan
+                .locks
+                .iter()
+                .map(|_| Vec::with_capacity(plan.runs))
+                .collect();
+            for run in 0..plan.runs {
+                for (lock, runs) in plan.locks.iter().zip(runs.iter_mut()) {
                     pb.set_message(format!(
                         "{} {} @ {t} threads, run {}",
                         plan.suite.name,
@@ -226,13 +234,15 @@ pub fn execute(plans: &[Plan], command: &str) -> Result<Vec<ResultFile>, String>
                     );
                     pb.inc(1);
                 }
+            }
+            for (lock, runs) in plan.locks.iter().zip(&runs) {
                 results.push(ResultRow::aggregate(
                     lock.id,
                     lock.lock,
                     lock.variant,
                     readers,
                     writers,
-                    &runs,
+                    runs,
                 ));
             }
         }
