@@ -18,6 +18,7 @@ pub mod mutex;
 pub mod oncpu;
 pub mod osq;
 pub mod qspinlock;
+pub mod rwsem;
 pub mod spin;
 pub mod sync;
 pub mod sys;
@@ -27,6 +28,7 @@ pub mod thread;
 pub use condvar::{RawCondvar, RawCondvarWith};
 pub use mutex::{RawMutex, RawMutexWith};
 pub use qspinlock::{RawQSpinLock, RawQSpinLockWith};
+pub use rwsem::{RawRwSem, RawRwSemWith};
 
 /// A spinlock-protected value: the kernel's queued spinlock
 /// ([`RawQSpinLock`]) behind `lock_api`'s `Mutex` API.
@@ -113,3 +115,46 @@ pub type Condvar = lock_api::Condvar<RawCondvar>;
 /// Condition variable for a [`MutexWith`] of the same spin mode.
 #[cfg(not(loom))]
 pub type CondvarWith<const SPIN: u8> = lock_api::Condvar<RawCondvarWith<SPIN>>;
+
+/// A read-write semaphore with reader optimistic spinning and its
+/// adaptive disabling ([`RawRwSem`]): the kernel's `struct rw_semaphore`
+/// behind `lock_api`'s `RwLock` API (read, write, downgrade, timed locks).
+/// Follows the global switches [`rwsem::set_reader_spin`]
+/// (`KLOCK_RWSEM_RSPIN=0`) and [`rwsem::set_adaptive`]
+/// (`KLOCK_RWSEM_ADAPTIVE=0`).
+///
+/// ```
+/// let map = klock::RwSem::new(vec![1, 2, 3]);
+/// assert_eq!(map.read()[1], 2);
+/// map.write().push(4);
+/// let w = map.write();
+/// let r = klock::RwSemWriteGuard::downgrade(w);
+/// assert_eq!(r.len(), 4);
+/// ```
+#[cfg(not(loom))]
+pub type RwSem<T> = lock_api::RwLock<RawRwSem, T>;
+
+/// Read guard of a [`RwSem`].
+#[cfg(not(loom))]
+pub type RwSemReadGuard<'a, T> = lock_api::RwLockReadGuard<'a, RawRwSem, T>;
+
+/// Write guard of a [`RwSem`].
+#[cfg(not(loom))]
+pub type RwSemWriteGuard<'a, T> = lock_api::RwLockWriteGuard<'a, RawRwSem, T>;
+
+/// A [`RwSem`] with fixed switches: `RSPIN` (reader spinning) and
+/// `ADAPTIVE` (adaptive disabling), each [`rwsem::ON`], [`rwsem::OFF`] or
+/// [`rwsem::GLOBAL`]. Different settings can be used side by side.
+#[cfg(not(loom))]
+pub type RwSemWith<const RSPIN: u8, const ADAPTIVE: u8, T> =
+    lock_api::RwLock<RawRwSemWith<RSPIN, ADAPTIVE>, T>;
+
+/// Read guard of a [`RwSemWith`].
+#[cfg(not(loom))]
+pub type RwSemWithReadGuard<'a, const RSPIN: u8, const ADAPTIVE: u8, T> =
+    lock_api::RwLockReadGuard<'a, RawRwSemWith<RSPIN, ADAPTIVE>, T>;
+
+/// Write guard of a [`RwSemWith`].
+#[cfg(not(loom))]
+pub type RwSemWithWriteGuard<'a, const RSPIN: u8, const ADAPTIVE: u8, T> =
+    lock_api::RwLockWriteGuard<'a, RawRwSemWith<RSPIN, ADAPTIVE>, T>;
