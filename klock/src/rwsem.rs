@@ -363,6 +363,9 @@ struct Waiter {
     saw_rd: bool,
     /// When it queued (reader hand-off requests).
     since: u64,
+    /// Loom only: the waiter's thread, unparked by wakers (see `park`).
+    #[cfg(loom)]
+    thread: loom::thread::Thread,
 }
 
 struct WaitList {
@@ -698,6 +701,8 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             role: Role::Reader,
             saw_rd,
             since: monotonic_ns(),
+            #[cfg(loom)]
+            thread: loom::thread::current(),
         };
         let wp: *const Waiter = &waiter;
 
@@ -775,10 +780,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             // Acquire: as above.
             if waiter.state.load(Acquire) == W_GRANTED {
                 // Wait until the granter is done with our futex word (it
-                // grants and wakes under wait_lock).
-                self.wait_lock.lock();
-                // SAFETY: we hold wait_lock.
-                unsafe { self.wait_lock.unlock() };
+                // grants and wakes under wait_lock). Under loom the granter
+                // wakes through a cloned thread handle instead (see park).
+                #[cfg(not(loom))]
+                {
+                    self.wait_lock.lock();
+                    // SAFETY: we hold wait_lock.
+                    unsafe { self.wait_lock.unlock() };
+                }
                 break;
             }
             self.wait_lock.lock();
@@ -971,6 +980,8 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             role: Role::Writer,
             saw_rd: false,
             since: 0,
+            #[cfg(loom)]
+            thread: loom::thread::current(),
         };
         let wp: *const Waiter = &waiter;
         let spin = oncpu::spinning_useful();
@@ -1399,7 +1410,17 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             let next = w.next.get();
             if w.role == Role::Reader {
                 unsafe { self.list_remove(p) };
-                if w.state.swap(W_GRANTED, Release) == W_PARKED {
+                #[cfg(loom)]
+                let t = w.thread.clone();
+                // Release pairs with the reader's Acquire load of its state.
+                let old = w.state.swap(W_GRANTED, Release);
+                #[cfg(loom)]
+                {
+                    let _ = old;
+                    t.unpark();
+                }
+                #[cfg(not(loom))]
+                if old == W_PARKED {
                     sys::futex_wake(&w.state, 1);
                 }
                 granted += 1;
@@ -1423,8 +1444,11 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             events::inc(Event::RwsemWakeWriter);
             #[cfg(loom)]
             Probe::hit(&self.probe.wakes_of_sleepers);
+            #[cfg(not(loom))]
             sys::futex_wake(&w.state, 1);
         }
+        #[cfg(loom)]
+        w.thread.unpark();
     }
 
     /// A waiter gives up: unlink it, drop the flags it owned, let the new
@@ -1531,6 +1555,12 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
 
 /// Sleep on our futex word until its state leaves `W_PARKED` or
 /// `deadline` passes. Returns whether we slept at all.
+///
+/// Under loom an untimed waiter blocks in `loom::thread::park` (wakers
+/// unpark it through a cloned handle) instead of a futex wait, which loom
+/// models as a yield: two yielding waiters could otherwise be scheduled
+/// against each other forever while the waker stays preempted, which loom
+/// reports as a failure although no real schedule does that.
 fn park(w: &Waiter, deadline: Option<u64>) -> bool {
     // W_WAITING -> W_PARKED; fails if a waker already changed it.
     if w.state
@@ -1554,6 +1584,11 @@ fn park(w: &Waiter, deadline: Option<u64>) -> bool {
                 Some(Duration::from_nanos(d - now))
             }
         };
+        #[cfg(loom)]
+        if timeout.is_none() {
+            loom::thread::park();
+            continue;
+        }
         // Spurious returns are fine: we re-check the state.
         sys::futex_wait(&w.state, W_PARKED, timeout);
     }
