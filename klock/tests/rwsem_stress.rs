@@ -113,7 +113,7 @@ fn no_torn_reads_oversubscribed_global_switches() {
 /// run meanwhile.
 #[test]
 fn downgrade_keeps_exclusion() {
-    let l = RwSemWith::<ON, ON, (u64, u64)>::new((0, 0));
+    let l = RwSemWith::<ON, ON, (u64, u64)>::new((0, !0));
     let stop = AtomicBool::new(false);
     let downgrades = AtomicU64::new(0);
     std::thread::scope(|s| {
