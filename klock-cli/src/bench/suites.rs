@@ -65,48 +65,6 @@ pub const RWSEM_GROUP: &[&str] = &["rwsem-rate", "rwsem-dedicated", "rwsem-pagef
 
 pub const SUITES: &[Suite] = &[
     Suite {
-        name: "rwsem-rate",
-        title: "rwsem 1/3 (2019 adaptive-disabling mail): equal readers and writers, very short \
-                critical section, locking rate. Columns: rwsem-nospin = reader spin off, \
-                rwsem-rspin = reader spin on without adaptive disabling, rwsem = reader spin on \
-                + adaptive disabling",
-        default_locks: RWSEM_LOCKS,
-        default_threads: &[2, 4, 8, 16, 32],
-        cs: CriticalSection::Counter,
-        outside_ns: 100,
-        mix: half_readers,
-        cost_table: false,
-    },
-    Suite {
-        name: "rwsem-dedicated",
-        title: "rwsem 2/3: N dedicated readers and N dedicated writers, ~1 us critical \
-                sections; read the Fairness lines: N readers / N writers, Iterations \
-                Min/Mean/Max (adaptive disabling trades reader iterations for writers')",
-        default_locks: RWSEM_LOCKS,
-        default_threads: &[4, 16],
-        cs: CriticalSection::Work { ns: 1000 },
-        outside_ns: 1000,
-        mix: half_readers,
-        cost_table: false,
-    },
-    Suite {
-        name: "rwsem-pagefault",
-        title: "rwsem 3/3: page_fault1-like: threads read-lock a shared map (4 lookups), \
-                write-lock it 1 op in 16, and sleep 50 us in 1 read of 64 (long reader \
-                sections: where reader spinning hurts)",
-        default_locks: RWSEM_LOCKS,
-        default_threads: &[2, 4, 8, 16],
-        cs: CriticalSection::PageFault {
-            lookups: 4,
-            write_every: 16,
-            sleep_every: 64,
-            sleep_us: 50,
-        },
-        outside_ns: 500,
-        mix: all_mixed,
-        cost_table: false,
-    },
-    Suite {
         name: "mutex",
         title: "test-mutex \"V\" shape (2009 adaptive-spinning mail): short VFS-like critical \
                 sections on shared state, all threads writers",
@@ -166,6 +124,48 @@ pub const SUITES: &[Suite] = &[
         outside_ns: 0,
         mix: all_writers,
         cost_table: true,
+    },
+    Suite {
+        name: "rwsem-rate",
+        title: "rwsem 1/3 (2019 adaptive-disabling mail): equal readers and writers, very short \
+                critical section, locking rate. Columns: rwsem-nospin = reader spin off, \
+                rwsem-rspin = reader spin on without adaptive disabling, rwsem = reader spin on \
+                + adaptive disabling",
+        default_locks: RWSEM_LOCKS,
+        default_threads: &[2, 4, 8, 16, 32],
+        cs: CriticalSection::Counter,
+        outside_ns: 100,
+        mix: half_readers,
+        cost_table: false,
+    },
+    Suite {
+        name: "rwsem-dedicated",
+        title: "rwsem 2/3: N dedicated readers and N dedicated writers, ~1 us critical \
+                sections; read the Fairness lines: N readers / N writers, Iterations \
+                Min/Mean/Max (adaptive disabling trades reader iterations for writers')",
+        default_locks: RWSEM_LOCKS,
+        default_threads: &[4, 16],
+        cs: CriticalSection::Work { ns: 1000 },
+        outside_ns: 1000,
+        mix: half_readers,
+        cost_table: false,
+    },
+    Suite {
+        name: "rwsem-pagefault",
+        title: "rwsem 3/3: page_fault1-like: threads read-lock a shared map (4 lookups), \
+                write-lock it 1 op in 16, and sleep 50 us in 1 read of 64 (long reader \
+                sections: where reader spinning hurts)",
+        default_locks: RWSEM_LOCKS,
+        default_threads: &[2, 4, 8, 16],
+        cs: CriticalSection::PageFault {
+            lookups: 4,
+            write_every: 16,
+            sleep_every: 64,
+            sleep_us: 50,
+        },
+        outside_ns: 500,
+        mix: all_mixed,
+        cost_table: false,
     },
 ];
 
