@@ -17,8 +17,9 @@
 //!   waker changes it, so a missing wake-up or grant makes it spin until
 //!   loom gives up on the execution (a failure). The lock also asserts,
 //!   under loom, that `WAITERS` is set whenever a waiter is queued.
-//! * Exclusion and reader wake-ups each have a deliberately broken variant
-//!   of the lock (`klock::rwsem::broken`) that the same model must reject.
+//! * Exclusion, reader wake-ups and the hand-off each have a deliberately
+//!   broken variant of the lock (`klock::rwsem::broken`) that the same
+//!   model must reject.
 #![cfg(loom)]
 
 use klock::rwsem::{
@@ -451,14 +452,15 @@ fn handoff_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
                 unsafe { l.raw_unlock_exclusive(g) };
             })
         };
-        // HANDOFF, once set, stays set while we hold the lock.
-        let reserved = l.count_word() & HANDOFF != 0;
-        unsafe { l.raw_unlock_exclusive(g) };
-        // Try to take the lock straight back.
-        let g = l.raw_lock_exclusive();
-        if reserved {
-            assert!(got.load(Relaxed), "the hand-off waiter was overtaken");
+        // Hold the lock until the waiter has queued and demanded it
+        // (HANDOFF, once set, stays set while we hold the lock).
+        while l.count_word() & HANDOFF == 0 {
+            loom::thread::yield_now();
         }
+        unsafe { l.raw_unlock_exclusive(g) };
+        // Try to take the lock straight back: the waiter must come first.
+        let g = l.raw_lock_exclusive();
+        assert!(got.load(Relaxed), "the hand-off waiter was overtaken");
         unsafe { l.raw_unlock_exclusive(g) };
         w.join().unwrap();
         assert_eq!(l.count_word(), 0);
@@ -474,4 +476,13 @@ fn handoff_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
 fn handoff_waiter_cannot_be_overtaken() {
     let cov = handoff_model(0);
     assert!(cov.handoff_requests.load(Relaxed) > 0);
+}
+
+/// The model can fail: trylocks that ignore `HANDOFF` let the unlocker
+/// take the lock straight back.
+#[test]
+fn broken_handoff_is_caught() {
+    expect_failure("loom should have found the overtaken waiter", || {
+        handoff_model(broken::IGNORE_HANDOFF);
+    });
 }
