@@ -171,6 +171,40 @@ lock_events! {
         /// An unlock with waiters called `FUTEX_UNLOCK_PI`.
         RtKernelUnlock = "kernel_unlock",
     }
+
+    /// The rw-semaphore with reader optimistic spinning ([`crate::rwsem`]).
+    Rwsem = "rwsem" {
+        /// Optimistic spinning (reader or writer, OSQ head or first waiter) took the lock.
+        RwsemOptLock = "opt_lock",
+        /// Optimistic spinning ended without the lock.
+        RwsemOptFail = "opt_fail",
+        /// A writer's time-based spin on a reader-owned lock ran out: it set
+        /// the nonspinnable bits.
+        RwsemOptNospin = "opt_nospin",
+        /// A reader did not spin because `RD_NONSPINNABLE` was set.
+        RwsemNorspin = "norspin",
+        /// Read locks granted through the wait list (after queueing).
+        RwsemRlock = "rlock",
+        /// Read slow path took the lock at once under `wait_lock` (empty list).
+        RwsemRlockFast = "rlock_fast",
+        /// Phase-fair join: a reader that quit spinning joined another
+        /// reader's read phase.
+        RwsemRlockRejoin = "rlock_rejoin",
+        /// A starving first reader set `HANDOFF`.
+        RwsemRlockHandoff = "rlock_handoff",
+        /// Write locks taken through the wait list.
+        RwsemWlock = "wlock",
+        /// A starving first writer set `HANDOFF`.
+        RwsemWlockHandoff = "wlock_handoff",
+        /// A queued reader went to sleep on its futex word.
+        RwsemSleepReader = "sleep_reader",
+        /// A queued writer went to sleep on its futex word.
+        RwsemSleepWriter = "sleep_writer",
+        /// Readers granted the lock by wake-ups (one count per reader).
+        RwsemWakeReaders = "wake_readers",
+        /// Sleeping writers woken.
+        RwsemWakeWriter = "wake_writer",
+    }
 }
 
 /// Counter rows allocated together (one per thread index).

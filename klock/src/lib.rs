@@ -28,6 +28,8 @@ pub mod qspinlock;
 #[cfg(not(loom))]
 pub mod rt;
 pub mod rtmutex;
+
+pub mod rwsem;
 pub mod spin;
 pub mod sync;
 pub mod sys;
@@ -39,6 +41,8 @@ pub use mutex::{RawMutex, RawMutexWith};
 pub use qrwlock::RawQRwLock;
 pub use qspinlock::{RawQSpinLock, RawQSpinLockWith};
 pub use rtmutex::{RawRtMutex, RawRtMutexWith, RtMutexError};
+
+pub use rwsem::{RawRwSem, RawRwSemWith};
 
 /// A spinlock-protected value: the kernel's queued spinlock
 /// ([`RawQSpinLock`]) behind `lock_api`'s `Mutex` API.
@@ -174,3 +178,46 @@ pub type RtMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawRtMutex, T>;
 /// [`rtmutex::NO_RT_SPIN`] or [`rtmutex::RT_SPIN_GLOBAL`].
 #[cfg(not(loom))]
 pub type RtMutexWith<const SPIN: u8, T> = lock_api::Mutex<RawRtMutexWith<SPIN>, T>;
+
+/// A read-write semaphore with reader optimistic spinning and its
+/// adaptive disabling ([`RawRwSem`]): the kernel's `struct rw_semaphore`
+/// behind `lock_api`'s `RwLock` API (read, write, downgrade, timed locks).
+/// Follows the global switches [`rwsem::set_reader_spin`]
+/// (`KLOCK_RWSEM_RSPIN=0`) and [`rwsem::set_adaptive`]
+/// (`KLOCK_RWSEM_ADAPTIVE=0`).
+///
+/// ```
+/// let map = klock::RwSem::new(vec![1, 2, 3]);
+/// assert_eq!(map.read()[1], 2);
+/// map.write().push(4);
+/// let w = map.write();
+/// let r = klock::RwSemWriteGuard::downgrade(w);
+/// assert_eq!(r.len(), 4);
+/// ```
+#[cfg(not(loom))]
+pub type RwSem<T> = lock_api::RwLock<RawRwSem, T>;
+
+/// Read guard of a [`RwSem`].
+#[cfg(not(loom))]
+pub type RwSemReadGuard<'a, T> = lock_api::RwLockReadGuard<'a, RawRwSem, T>;
+
+/// Write guard of a [`RwSem`].
+#[cfg(not(loom))]
+pub type RwSemWriteGuard<'a, T> = lock_api::RwLockWriteGuard<'a, RawRwSem, T>;
+
+/// A [`RwSem`] with fixed switches: `RSPIN` (reader spinning) and
+/// `ADAPTIVE` (adaptive disabling), each [`rwsem::ON`], [`rwsem::OFF`] or
+/// [`rwsem::GLOBAL`]. Different settings can be used side by side.
+#[cfg(not(loom))]
+pub type RwSemWith<const RSPIN: u8, const ADAPTIVE: u8, T> =
+    lock_api::RwLock<RawRwSemWith<RSPIN, ADAPTIVE>, T>;
+
+/// Read guard of a [`RwSemWith`].
+#[cfg(not(loom))]
+pub type RwSemWithReadGuard<'a, const RSPIN: u8, const ADAPTIVE: u8, T> =
+    lock_api::RwLockReadGuard<'a, RawRwSemWith<RSPIN, ADAPTIVE>, T>;
+
+/// Write guard of a [`RwSemWith`].
+#[cfg(not(loom))]
+pub type RwSemWithWriteGuard<'a, const RSPIN: u8, const ADAPTIVE: u8, T> =
+    lock_api::RwLockWriteGuard<'a, RawRwSemWith<RSPIN, ADAPTIVE>, T>;

@@ -1,6 +1,6 @@
 //! klock's own locks as the benchmark sees them, with their event counters.
 
-use super::peers::{BenchLock, RawM};
+use super::peers::{BenchLock, RawM, RawRw};
 use klock::events::{snapshot, LockType};
 
 /// `klock::RawQSpinLockWith<PENDING_LOOPS>` (the queued spinlock).
@@ -145,5 +145,36 @@ impl<const SPIN: u8> TryBench for RtMutexLock<SPIN> {
     #[inline]
     fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
         self.0.try_write(f)
+    }
+}
+
+/// `klock::RawRwSemWith<RSPIN, ADAPTIVE>` (the rw-semaphore).
+pub struct RwSem<const RSPIN: u8, const ADAPTIVE: u8>(RawRw<klock::RawRwSemWith<RSPIN, ADAPTIVE>>);
+
+impl<const R: u8, const A: u8> BenchLock for RwSem<R, A> {
+    fn new() -> Self {
+        Self(<RawRw<_> as BenchLock>::new())
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.0.write(f)
+    }
+    #[inline]
+    fn read<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.0.read(f)
+    }
+    fn events() -> Vec<(&'static str, u64)> {
+        snapshot(LockType::Rwsem)
+    }
+}
+
+impl<const R: u8, const A: u8> TryBench for RwSem<R, A> {
+    #[inline]
+    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        self.0.try_write(f)
+    }
+    #[inline]
+    fn try_read<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        self.0.try_read(f)
     }
 }

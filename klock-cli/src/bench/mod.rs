@@ -118,7 +118,16 @@ impl Options {
         } else if self.suites.iter().any(|s| s == "all") {
             suites::SUITES.iter().map(|s| s.name).collect()
         } else {
-            self.suites.iter().map(|s| s.as_str()).collect()
+            self.suites
+                .iter()
+                .flat_map(|s| {
+                    // A group name (e.g. `rwsem`) stands for its suites.
+                    match suites::GROUPS.iter().find(|g| g.0 == s.as_str()) {
+                        Some(g) => g.1.to_vec(),
+                        None => vec![s.as_str()],
+                    }
+                })
+                .collect()
         };
         let several = names.len() > 1;
         names
@@ -141,6 +150,12 @@ impl Options {
                 };
                 threads.sort_unstable();
                 threads.dedup();
+                // --quick keeps the rwsem suites to a few seconds: the
+                // smallest and largest default thread counts only.
+                if self.quick && self.threads.is_empty() && suite.name.starts_with("rwsem") {
+                    let (lo, hi) = (threads[0], threads[threads.len() - 1]);
+                    threads = if lo == hi { vec![lo] } else { vec![lo, hi] };
+                }
                 Ok(Plan {
                     suite,
                     locks,
@@ -290,6 +305,9 @@ pub fn list() -> String {
             "",
             suite.default_locks.join(", ")
         );
+    }
+    for (group, members) in suites::GROUPS {
+        s += &format!("  {:<12} group: runs {}\n", group, members.join(", "));
     }
     s += "\nLocks\n";
     for l in registry::all() {

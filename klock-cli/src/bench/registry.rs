@@ -93,6 +93,30 @@ pub fn all() -> Vec<LockEntry> {
             "klock::RwLock: queued rwlock, FIFO wait queue on a qspinlock, waiting writer blocks new readers"
         ),
         entry!(
+            RwSem<{ klock::rwsem::OFF }, { klock::rwsem::OFF }>,
+            "rwsem-nospin",
+            "klock-rwsem",
+            "reader-spin-off",
+            true,
+            "klock::RwSem, reader optimistic spinning off (the seed's 'before rspin')"
+        ),
+        entry!(
+            RwSem<{ klock::rwsem::ON }, { klock::rwsem::OFF }>,
+            "rwsem-rspin",
+            "klock-rwsem",
+            "reader-spin-no-adaptive",
+            true,
+            "klock::RwSem, reader spinning on, no adaptive disabling (the seed's 'before patch')"
+        ),
+        entry!(
+            RwSem<{ klock::rwsem::ON }, { klock::rwsem::ON }>,
+            "rwsem",
+            "klock-rwsem",
+            "reader-spin-adaptive",
+            true,
+            "klock::RwSem, reader spinning + adaptive disabling (the seed's 'after patch')"
+        ),
+        entry!(
             StdMutex,
             "std-mutex",
             "std-mutex",

@@ -142,7 +142,9 @@ runners! {
     "mutex-nospin" => KMutex<{ klock::mutex::NO_OWNER_SPIN }>,
     "mutex-qwait" => KMutex<{ klock::mutex::OWNER_SPIN }, klock::RawQSpinLock>,
     "qrwlock" => QRw,
-    // rwsem: the lead adds `"rwsem" => <its BenchLock type>,` here at merge.
+    "rwsem" => RwSem<{ klock::rwsem::ON }, { klock::rwsem::ON }>,
+    "rwsem-rspin" => RwSem<{ klock::rwsem::ON }, { klock::rwsem::OFF }>,
+    "rwsem-nospin" => RwSem<{ klock::rwsem::OFF }, { klock::rwsem::OFF }>,
     "std-mutex" => StdMutex,
     "parking_lot" => ParkingLotMutex,
     "pthread" => PthreadNormal,

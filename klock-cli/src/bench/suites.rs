@@ -35,6 +35,29 @@ const RW_PEERS: &[&str] = &[
     "pthread-rwlock",
 ];
 
+/// Equal numbers of readers and writers (readers get the odd one).
+fn half_readers(n: usize) -> (usize, usize) {
+    (n - n / 2, n / 2)
+}
+
+/// Every thread is a reader that sometimes writes (the PageFault mix).
+fn all_mixed(n: usize) -> (usize, usize) {
+    (n, 0)
+}
+
+/// The rwsem seed's three columns, then the peers.
+const RWSEM_LOCKS: &[&str] = &[
+    "rwsem-nospin",
+    "rwsem-rspin",
+    "rwsem",
+    "std-rwlock",
+    "parking_lot-rwlock",
+    "pthread-rwlock",
+];
+
+/// The rw-semaphore suite: `klock bench rwsem` runs these three.
+pub const RWSEM_GROUP: &[&str] = &["rwsem-rate", "rwsem-dedicated", "rwsem-pagefault"];
+
 pub const SUITES: &[Suite] = &[
     Suite {
         name: "mutex",
@@ -118,7 +141,7 @@ pub const SUITES: &[Suite] = &[
         default_locks: &[
             "qspinlock",
             "qrwlock",
-            // "rwsem",  <- the lead adds rwsem here at merge
+            "rwsem",
             "std-mutex",
             "parking_lot",
             "pthread",
@@ -169,10 +192,55 @@ pub const SUITES: &[Suite] = &[
         mix: all_writers,
         cost_table: false,
     },
+    Suite {
+        name: "rwsem-rate",
+        title: "rwsem 1/3 (2019 adaptive-disabling mail): equal readers and writers, very short \
+                critical section, locking rate. Columns: rwsem-nospin = reader spin off, \
+                rwsem-rspin = reader spin on without adaptive disabling, rwsem = reader spin on \
+                + adaptive disabling",
+        default_locks: RWSEM_LOCKS,
+        default_threads: &[2, 4, 8, 16, 32],
+        cs: CriticalSection::Counter,
+        outside_ns: 100,
+        mix: half_readers,
+        cost_table: false,
+    },
+    Suite {
+        name: "rwsem-dedicated",
+        title: "rwsem 2/3: N dedicated readers and N dedicated writers, ~1 us critical \
+                sections; read the Fairness lines: N readers / N writers, Iterations \
+                Min/Mean/Max (adaptive disabling trades reader iterations for writers')",
+        default_locks: RWSEM_LOCKS,
+        default_threads: &[4, 16],
+        cs: CriticalSection::Work { ns: 1000 },
+        outside_ns: 1000,
+        mix: half_readers,
+        cost_table: false,
+    },
+    Suite {
+        name: "rwsem-pagefault",
+        title: "rwsem 3/3: page_fault1-like: threads read-lock a shared map (4 lookups), \
+                write-lock it 1 op in 16, and sleep 50 us in 1 read of 64 (long reader \
+                sections: where reader spinning hurts)",
+        default_locks: RWSEM_LOCKS,
+        default_threads: &[2, 4, 8, 16],
+        cs: CriticalSection::PageFault {
+            lookups: 4,
+            write_every: 16,
+            sleep_every: 64,
+            sleep_us: 50,
+        },
+        outside_ns: 500,
+        mix: all_mixed,
+        cost_table: false,
+    },
 ];
 
 /// Suites run by a bare `klock bench`.
 pub const HEADLINE: &[&str] = &["mutex", "rwlock"];
+
+/// Suite groups: a name that runs several suites.
+pub const GROUPS: &[(&str, &[&str])] = &[("rwsem", RWSEM_GROUP)];
 
 /// Look up a suite; the error lists the valid names.
 pub fn find(name: &str) -> Result<&'static Suite, String> {
@@ -202,5 +270,11 @@ mod tests {
         assert_eq!(read_mostly(1), (0, 1));
         assert_eq!(read_mostly(8), (6, 2));
         assert!(find("nope").unwrap_err().contains("mutex"));
+        for (_, members) in GROUPS {
+            for m in *members {
+                find(m).unwrap();
+            }
+        }
+        assert_eq!(half_readers(5), (3, 2));
     }
 }

@@ -25,6 +25,17 @@ pub enum CriticalSection {
     /// Shared map: a write inserts and removes a key (like creat+unlink in a
     /// directory); a read looks up `lookups` keys.
     Map { lookups: u32 },
+    /// page_fault1-like (the rwsem seed's will-it-scale test on mmap_sem):
+    /// every thread mostly read-locks the shared map for `lookups` lookups
+    /// (a page fault), write-locks it for one operation in `write_every`
+    /// (mmap/munmap), and one read in `sleep_every` sleeps `sleep_us` µs
+    /// holding the read lock (the long reader critical section).
+    PageFault {
+        lookups: u32,
+        write_every: u32,
+        sleep_every: u32,
+        sleep_us: u32,
+    },
 }
 
 impl CriticalSection {
@@ -38,6 +49,15 @@ impl CriticalSection {
             Self::Map { lookups } => {
                 format!("shared map: write = insert+remove a key, read = {lookups} lookups")
             }
+            Self::PageFault {
+                lookups,
+                write_every,
+                sleep_every,
+                sleep_us,
+            } => format!(
+                "page_fault1-like: each thread reads ({lookups} lookups), writes 1 op in \
+                 {write_every}, and sleeps {sleep_us} µs inside 1 read in {sleep_every}"
+            ),
         }
     }
 }
@@ -207,6 +227,12 @@ pub fn run<L: BenchLock>(w: &Workload) -> Result<RunOutcome, String> {
             .map(|_| CachePadded::new(AtomicU64::new(0)))
             .collect(),
     );
+    // Writes made by Reader-role threads (the PageFault mix).
+    let mixed_writes: Arc<Vec<CachePadded<AtomicU64>>> = Arc::new(
+        (0..threads)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect(),
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let start = Arc::new(Barrier::new(threads + 1));
     let outside = ns_to_iters(w.outside_ns);
@@ -219,6 +245,7 @@ pub fn run<L: BenchLock>(w: &Workload) -> Result<RunOutcome, String> {
         .map(|i| {
             let (arena, counts, stop, start) =
                 (arena.clone(), counts.clone(), stop.clone(), start.clone());
+            let mixed_writes = mixed_writes.clone();
             let role = w.role(i);
             std::thread::Builder::new()
                 .name(format!("bench-{i}"))
@@ -234,6 +261,16 @@ pub fn run<L: BenchLock>(w: &Workload) -> Result<RunOutcome, String> {
                         rng ^= rng << 17;
                         let key = rng;
                         let d = arena.data.get();
+                        let role = match cs.0 {
+                            CriticalSection::PageFault { write_every, .. }
+                                if role == Role::Reader
+                                    && (key >> 32) % u64::from(write_every.max(1)) == 0 =>
+                            {
+                                mixed_writes[i].fetch_add(1, Ordering::Relaxed);
+                                Role::Writer
+                            }
+                            _ => role,
+                        };
                         match role {
                             // SAFETY: exclusive side held.
                             Role::Writer => {
@@ -272,7 +309,11 @@ pub fn run<L: BenchLock>(w: &Workload) -> Result<RunOutcome, String> {
     let total_writes: u64 = (0..threads)
         .filter(|&i| w.role(i) == Role::Writer)
         .map(|i| counts[i].load(Ordering::Relaxed))
-        .sum();
+        .sum::<u64>()
+        + mixed_writes
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum::<u64>();
     // SAFETY: all threads joined.
     let seen = unsafe { (*arena.data.get()).writes };
     if seen != total_writes {
@@ -297,7 +338,7 @@ fn write_op(d: &mut Shared, cs: (CriticalSection, u64), key: u64) {
     match cs.0 {
         CriticalSection::Counter => {}
         CriticalSection::Work { .. } => spin_iters(cs.1),
-        CriticalSection::Map { .. } => {
+        CriticalSection::Map { .. } | CriticalSection::PageFault { .. } => {
             // A key outside the prepopulated range: insert adds, remove
             // deletes (creat + unlink).
             let k = MAP_KEYS + key % MAP_KEYS;
@@ -316,6 +357,21 @@ fn read_op(d: &Shared, cs: (CriticalSection, u64), key: u64) {
         CriticalSection::Work { .. } => {
             black_box(d.writes);
             spin_iters(cs.1);
+        }
+        CriticalSection::PageFault {
+            lookups,
+            sleep_every,
+            sleep_us,
+            ..
+        } => {
+            let mut sum = 0u64;
+            for j in 0..lookups as u64 {
+                sum = sum.wrapping_add(*d.map.get(&(key.wrapping_add(j) % MAP_KEYS)).unwrap_or(&0));
+            }
+            black_box(sum);
+            if (key >> 16) % u64::from(sleep_every.max(1)) == 0 {
+                std::thread::sleep(Duration::from_micros(u64::from(sleep_us)));
+            }
         }
         CriticalSection::Map { lookups } => {
             let mut sum = 0u64;

@@ -91,6 +91,16 @@ pub fn all() -> Vec<TortureType> {
         ),
         // klock locks from the other branches go here, one line each.
         klock!(
+            Rw<klock::RawRwSem, Timed, Downgrade>,
+            "rwsem",
+            "klock::RwSem: rw-semaphore, reader optimistic spinning, adaptive disabling"
+        ),
+        klock!(
+            Rw<klock::RawRwSemWith<{ klock::rwsem::OFF }, { klock::rwsem::OFF }>, Timed, Downgrade>,
+            "rwsem-norspin",
+            "klock rw-semaphore without reader optimistic spinning"
+        ),
+        klock!(
             Mx<klock::RawRtMutex, Timed>,
             "rtmutex",
             "klock::RtMutex: priority-inheritance futex mutex, top-waiter spinning"

@@ -1,0 +1,488 @@
+//! Loom models of the rw-semaphore: reader/writer exclusion (fast paths,
+//! optimistic spinning, the wait list, grants, downgrade, timed locks);
+//! the nonspinnable bits (set only while reader-owned, carried by the
+//! adaptive rules, cleared by a fast-path writer); all queued readers
+//! woken together; a hand-off waiter cannot be overtaken.
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p klock --release --test loom_rwsem
+//! ```
+//!
+//! * Exclusion: the protected value is a loom `UnsafeCell`; writers write
+//!   it (`with_mut`), readers read it (`with`), so a reader beside a
+//!   writer, or two writers, is a reported data race; the final value
+//!   counts the writes exactly.
+//! * Lost wake-ups: a parked waiter re-checks its futex word until a
+//!   waker changes it, so a missing wake-up or grant makes it spin until
+//!   loom gives up on the execution (a failure). The lock also asserts,
+//!   under loom, that `WAITERS` is set whenever a waiter is queued.
+//! * Exclusion, reader wake-ups and the hand-off each have a deliberately
+//!   broken variant of the lock (`klock::rwsem::broken`) that the same
+//!   model must reject.
+#![cfg(loom)]
+
+use klock::rwsem::{
+    broken, RawRwSemWith, HANDOFF, NONSPINNABLE, OFF, ON, RD_NONSPINNABLE, READER_OWNED,
+    WR_NONSPINNABLE,
+};
+use loom::cell::UnsafeCell;
+use loom::sync::atomic::{AtomicBool, AtomicUsize};
+use loom::sync::Arc;
+use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+fn builder() -> loom::model::Builder {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(2);
+    }
+    b
+}
+
+/// Sums of the probes of every execution.
+#[derive(Debug, Default)]
+struct Coverage {
+    executions: AtomicU32,
+    spin_successes: AtomicU32,
+    nospin_sets: AtomicU32,
+    norspins: AtomicU32,
+    rd_set_by_writer: AtomicU32,
+    rd_set_by_reader: AtomicU32,
+    grants: AtomicU32,
+    max_group: AtomicU32,
+    handoff_requests: AtomicU32,
+    sleeps: AtomicU32,
+    wakes_of_sleepers: AtomicU32,
+    timeouts: AtomicU32,
+    downgrades: AtomicU32,
+    rlock_fast: AtomicU32,
+}
+
+impl Coverage {
+    fn add(&self, p: &klock::rwsem::Probe) {
+        self.executions.fetch_add(1, Relaxed);
+        for (t, c) in [
+            (&self.spin_successes, &p.spin_successes),
+            (&self.nospin_sets, &p.nospin_sets),
+            (&self.norspins, &p.norspins),
+            (&self.rd_set_by_writer, &p.rd_set_by_writer),
+            (&self.rd_set_by_reader, &p.rd_set_by_reader),
+            (&self.grants, &p.grants),
+            (&self.handoff_requests, &p.handoff_requests),
+            (&self.sleeps, &p.sleeps),
+            (&self.wakes_of_sleepers, &p.wakes_of_sleepers),
+            (&self.timeouts, &p.timeouts),
+            (&self.downgrades, &p.downgrades),
+            (&self.rlock_fast, &p.rlock_fast),
+        ] {
+            t.fetch_add(c.load(Relaxed), Relaxed);
+        }
+        self.max_group.fetch_max(p.max_group.load(Relaxed), Relaxed);
+    }
+}
+
+/// What one thread does.
+#[derive(Clone, Copy, Debug)]
+enum Part {
+    /// Read-lock, read, unlock.
+    Read,
+    /// Write-lock, increment, unlock.
+    Write,
+    /// Write-lock, increment, downgrade, read twice (the value must not
+    /// change: no writer may get in), unlock.
+    Downgrade,
+    /// A timed read lock (deadline this many ns of loom clock ahead).
+    TimedRead(u64),
+    /// A timed write lock.
+    TimedWrite(u64),
+}
+
+type Lock<const R: u8, const A: u8> = RawRwSemWith<R, A>;
+
+fn read(data: &UnsafeCell<u32>) -> u32 {
+    data.with(|p| unsafe { *p })
+}
+
+fn bump(data: &UnsafeCell<u32>) {
+    let v = data.with(|p| unsafe { *p });
+    data.with_mut(|p| unsafe { *p = v + 1 });
+}
+
+/// Returns the number of writes made.
+fn run_part<const R: u8, const A: u8>(l: &Lock<R, A>, data: &UnsafeCell<u32>, p: Part) -> u32 {
+    match p {
+        Part::Read => {
+            let _g = l.raw_lock_shared();
+            read(data);
+            unsafe { l.raw_unlock_shared() };
+            0
+        }
+        Part::Write => {
+            let g = l.raw_lock_exclusive();
+            bump(data);
+            unsafe { l.raw_unlock_exclusive(g) };
+            1
+        }
+        Part::Downgrade => {
+            let g = l.raw_lock_exclusive();
+            bump(data);
+            let _r = unsafe { l.raw_downgrade(g) };
+            let v = read(data);
+            loom::thread::yield_now();
+            assert_eq!(read(data), v, "a writer got in after downgrade");
+            unsafe { l.raw_unlock_shared() };
+            1
+        }
+        Part::TimedRead(ns) => {
+            if l.raw_try_lock_shared_until_ns(klock::sys::monotonic_ns() + ns)
+                .is_some()
+            {
+                read(data);
+                unsafe { l.raw_unlock_shared() };
+            }
+            0
+        }
+        Part::TimedWrite(ns) => {
+            match l.raw_try_lock_exclusive_until_ns(klock::sys::monotonic_ns() + ns) {
+                Some(g) => {
+                    bump(data);
+                    unsafe { l.raw_unlock_exclusive(g) };
+                    1
+                }
+                None => 0,
+            }
+        }
+    }
+}
+
+/// The main thread write-locks first (if `main_writes`), spawns one thread
+/// per part, then plays `main` (after releasing its write lock).
+fn model<const R: u8, const A: u8>(
+    main_writes: bool,
+    main: Option<Part>,
+    parts: &'static [Part],
+    broken_mode: u8,
+) -> std::sync::Arc<Coverage> {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    builder().check(move || {
+        let l = Arc::new(Lock::<R, A>::new());
+        l.set_loom_broken(broken_mode);
+        let data = Arc::new(UnsafeCell::new(0u32));
+        let held = main_writes.then(|| l.raw_lock_exclusive());
+        let hs: Vec<_> = parts
+            .iter()
+            .map(|&p| {
+                let (l, data) = (l.clone(), data.clone());
+                loom::thread::spawn(move || run_part(&*l, &data, p))
+            })
+            .collect();
+        let mut writes = 0;
+        if let Some(g) = held {
+            bump(&data);
+            unsafe { l.raw_unlock_exclusive(g) };
+            writes += 1;
+        }
+        if let Some(p) = main {
+            writes += run_part(&*l, &data, p);
+        }
+        for h in hs {
+            writes += h.join().unwrap();
+        }
+        assert_eq!(read(&data), writes);
+        assert_eq!(l.count_word(), 0, "count word not clean");
+        assert!(l.wait_list_is_empty(), "wait list not empty");
+        c.add(l.probe());
+    });
+    eprintln!("coverage: {cov:?}");
+    cov
+}
+
+fn expect_failure(what: &str, f: impl FnOnce() + std::panic::UnwindSafe) {
+    let r = std::panic::catch_unwind(f);
+    let err = r.expect_err(what);
+    let msg = err
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    eprintln!("broken variant rejected: {msg}");
+}
+
+// ---------------------------------------------------------------------------
+// Exclusion.
+
+/// No spinning: a reader and a writer queue behind the main thread's write
+/// lock, the main thread then reads.
+#[test]
+fn exclusion_sleeping() {
+    let cov = model::<OFF, OFF>(true, Some(Part::Read), &[Part::Read, Part::Write], 0);
+    assert!(cov.sleeps.load(Relaxed) > 0);
+    assert!(cov.grants.load(Relaxed) > 0);
+    assert!(cov.wakes_of_sleepers.load(Relaxed) > 0);
+}
+
+/// Reader and writer spinning on: spins on the writer, reader probes, the
+/// writer's time-based spin on readers.
+#[test]
+fn exclusion_spinning() {
+    let cov = model::<ON, ON>(true, None, &[Part::Read, Part::Write], 0);
+    assert!(cov.spin_successes.load(Relaxed) > 0);
+}
+
+/// Downgrade: no writer gets in between the write lock and the read lock
+/// it becomes; a queued reader may join.
+#[test]
+fn downgrade_keeps_exclusion() {
+    let cov = model::<OFF, OFF>(false, Some(Part::Downgrade), &[Part::Write], 0);
+    assert!(cov.downgrades.load(Relaxed) > 0);
+}
+
+/// Timed attempts give up while the main thread holds the write lock
+/// (clock: 1 µs per reading) and leave the list and the count clean.
+#[test]
+fn timed_waiters_leave_cleanly() {
+    let cov = model::<OFF, OFF>(
+        true,
+        None,
+        &[Part::TimedRead(4_000), Part::TimedWrite(4_000)],
+        0,
+    );
+    assert!(cov.timeouts.load(Relaxed) > 0);
+}
+
+/// The model can fail: a read fast path that ignores `WRITER_LOCKED` lets a
+/// reader in beside the writer (a data race on the protected value).
+#[test]
+fn broken_read_fast_path_is_caught() {
+    expect_failure("loom should have found a reader beside the writer", || {
+        model::<OFF, OFF>(true, None, &[Part::Read], broken::READ_IGNORES_WRITER);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Nonspinnable bits.
+
+/// The main thread holds a read lock while a writer spins on it: the
+/// writer's time-based spin runs out and sets both bits — on the
+/// reader-owned owner word only. The writer, having seen
+/// `WR_NONSPINNABLE`, sets `RD_NONSPINNABLE` when it gets the lock
+/// (adaptive), and `WR_NONSPINNABLE` is gone. A later fast-path writer
+/// clears `RD_NONSPINNABLE`.
+#[test]
+fn nonspinnable_bits_set_while_reader_owned_cleared_by_fast_writer() {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    builder().check(move || {
+        let l = Arc::new(Lock::<ON, ON>::new());
+        let data = Arc::new(UnsafeCell::new(0u32));
+        let seen_rd = Arc::new(AtomicBool::new(false));
+        let _r = l.raw_lock_shared();
+        let w = {
+            let (l, data, seen_rd) = (l.clone(), data.clone(), seen_rd.clone());
+            loom::thread::spawn(move || {
+                let g = l.raw_lock_exclusive();
+                let o = l.owner_word();
+                assert_eq!(o & READER_OWNED, 0, "writer owns: no reader flag");
+                assert_eq!(
+                    o & WR_NONSPINNABLE,
+                    0,
+                    "WR_NONSPINNABLE outlived its read phase"
+                );
+                seen_rd.store(o & RD_NONSPINNABLE != 0, Relaxed);
+                bump(&data);
+                unsafe { l.raw_unlock_exclusive(g) };
+            })
+        };
+        // Hold the read lock while the writer spins (its threshold is three
+        // clock readings under loom).
+        for _ in 0..3 {
+            let o = l.owner_word();
+            // While we hold the read lock the owner word says reader-owned.
+            assert_ne!(o & READER_OWNED, 0);
+            loom::thread::yield_now();
+        }
+        unsafe { l.raw_unlock_shared() };
+        w.join().unwrap();
+        let p = l.probe();
+        if p.nospin_sets.load(Relaxed) > 0 {
+            // The writer failed its spin after the bits were set, saw
+            // WR_NONSPINNABLE, and carried RD_NONSPINNABLE into its hold.
+            assert!(seen_rd.load(Relaxed), "adaptive: writer did not set RD");
+        }
+        let o = l.owner_word();
+        assert_eq!(o & WR_NONSPINNABLE, 0);
+        // A fast-path writer clears the bits.
+        let g = l.raw_lock_exclusive();
+        assert_eq!(l.owner_word() & NONSPINNABLE, 0, "fast path must clear");
+        bump(&data);
+        unsafe { l.raw_unlock_exclusive(g) };
+        assert_eq!(read(&data), 2);
+        assert_eq!(l.count_word(), 0);
+        c.add(l.probe());
+    });
+    eprintln!("coverage: {cov:?}");
+    assert!(
+        cov.nospin_sets.load(Relaxed) > 0,
+        "the timeout path never ran"
+    );
+    assert!(cov.rd_set_by_writer.load(Relaxed) > 0);
+}
+
+/// A writer spinning on a *writer* never sets the nonspinnable bits.
+#[test]
+fn nonspinnable_bits_never_set_on_a_writer() {
+    let cov = model::<ON, ON>(true, None, &[Part::Write], 0);
+    assert_eq!(cov.nospin_sets.load(Relaxed), 0);
+}
+
+/// With `RD_NONSPINNABLE` set, a reader does not spin: it queues, and when
+/// it is granted the lock through the wake-up path it sets the bit again
+/// (adaptive). A fast-path writer then clears it.
+#[test]
+fn rd_nonspinnable_stops_readers_and_is_carried() {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    builder().check(move || {
+        let l = Arc::new(Lock::<ON, ON>::new());
+        let data = Arc::new(UnsafeCell::new(0u32));
+        let g = l.raw_lock_exclusive();
+        l.loom_set_owner(l.owner_word() | RD_NONSPINNABLE);
+        let r = {
+            let (l, data) = (l.clone(), data.clone());
+            loom::thread::spawn(move || run_part(&*l, &data, Part::Read))
+        };
+        bump(&data);
+        unsafe { l.raw_unlock_exclusive(g) };
+        r.join().unwrap();
+        let p = l.probe();
+        assert_eq!(
+            p.spin_successes.load(Relaxed),
+            0,
+            "a reader spun despite RD_NONSPINNABLE"
+        );
+        // The write unlock keeps the bit; a reader keeps or re-sets it.
+        assert_ne!(l.owner_word() & RD_NONSPINNABLE, 0, "RD_NONSPINNABLE lost");
+        let g = l.raw_lock_exclusive();
+        assert_eq!(l.owner_word() & NONSPINNABLE, 0);
+        unsafe { l.raw_unlock_exclusive(g) };
+        c.add(l.probe());
+    });
+    eprintln!("coverage: {cov:?}");
+    assert!(cov.norspins.load(Relaxed) > 0);
+    assert!(cov.rd_set_by_reader.load(Relaxed) > 0);
+}
+
+// ---------------------------------------------------------------------------
+// Readers woken together.
+
+fn readers_wake_together(broken_mode: u8) -> std::sync::Arc<Coverage> {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    builder().check(move || {
+        let l = Arc::new(Lock::<OFF, OFF>::new());
+        l.set_loom_broken(broken_mode);
+        let inside = Arc::new(AtomicUsize::new(0));
+        let g = l.raw_lock_exclusive();
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let (l, inside) = (l.clone(), inside.clone());
+                loom::thread::spawn(move || {
+                    let _r = l.raw_lock_shared();
+                    inside.fetch_add(1, Release);
+                    // Hold the read lock until the other reader is in too:
+                    // both must hold it at once.
+                    while inside.load(Acquire) < 2 {
+                        loom::thread::yield_now();
+                    }
+                    unsafe { l.raw_unlock_shared() };
+                })
+            })
+            .collect();
+        unsafe { l.raw_unlock_exclusive(g) };
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(l.count_word(), 0);
+        assert!(l.wait_list_is_empty());
+        c.add(l.probe());
+    });
+    eprintln!("coverage: {cov:?}");
+    cov
+}
+
+/// Two readers queued behind a writer are granted the lock by one wake-up.
+#[test]
+fn all_queued_readers_wake_together() {
+    let cov = readers_wake_together(0);
+    assert!(
+        cov.max_group.load(Relaxed) >= 2,
+        "never granted two readers at once"
+    );
+}
+
+/// The model can fail: a wake-up that grants only the first reader leaves
+/// the second queued while the first waits for it.
+#[test]
+fn broken_grant_one_reader_is_caught() {
+    expect_failure("loom should have found the stranded reader", || {
+        readers_wake_together(broken::GRANT_ONE_READER);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Hand-off.
+
+fn handoff_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    builder().check(move || {
+        let l = Arc::new(Lock::<OFF, OFF>::new());
+        l.set_loom_broken(broken_mode);
+        // Every first waiter demands a hand-off at once.
+        l.set_loom_wait_timeout_ns(0);
+        let got = Arc::new(AtomicBool::new(false));
+        let g = l.raw_lock_exclusive();
+        let w = {
+            let (l, got) = (l.clone(), got.clone());
+            loom::thread::spawn(move || {
+                let g = l.raw_lock_exclusive();
+                got.store(true, Relaxed);
+                unsafe { l.raw_unlock_exclusive(g) };
+            })
+        };
+        // Hold the lock until the waiter has queued and demanded it
+        // (HANDOFF, once set, stays set while we hold the lock).
+        while l.count_word() & HANDOFF == 0 {
+            loom::thread::yield_now();
+        }
+        unsafe { l.raw_unlock_exclusive(g) };
+        // Try to take the lock straight back: the waiter must come first.
+        let g = l.raw_lock_exclusive();
+        assert!(got.load(Relaxed), "the hand-off waiter was overtaken");
+        unsafe { l.raw_unlock_exclusive(g) };
+        w.join().unwrap();
+        assert_eq!(l.count_word(), 0);
+        c.add(l.probe());
+    });
+    eprintln!("coverage: {cov:?}");
+    cov
+}
+
+/// A first waiter that set `HANDOFF` gets the lock before the unlocker can
+/// take it back.
+#[test]
+fn handoff_waiter_cannot_be_overtaken() {
+    let cov = handoff_model(0);
+    assert!(cov.handoff_requests.load(Relaxed) > 0);
+}
+
+/// The model can fail: trylocks that ignore `HANDOFF` let the unlocker
+/// take the lock straight back.
+#[test]
+fn broken_handoff_is_caught() {
+    expect_failure("loom should have found the overtaken waiter", || {
+        handoff_model(broken::IGNORE_HANDOFF);
+    });
+}
