@@ -34,6 +34,7 @@ pub mod spin;
 pub mod sync;
 pub mod sys;
 pub mod thread;
+mod waitlist;
 
 #[cfg(not(loom))]
 pub use condvar::{RawCondvar, RawCondvarWith};

@@ -105,9 +105,8 @@ use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sync::{AtomicU32, AtomicUsize, UnsafeCell};
 use crate::sys::{self, monotonic_ns};
 use crate::thread;
-use core::cell::Cell;
+use crate::waitlist::{AbortOnUnwind, Linked, Links, WaitList};
 use core::marker::PhantomData;
-use core::ptr;
 use core::sync::atomic::{AtomicU64 as StdAtomicU64, AtomicU8 as StdAtomicU8};
 use std::time::Duration;
 
@@ -405,10 +404,15 @@ const W_WOKEN: u32 = 2;
 struct Waiter {
     /// Futex word: `W_WAITING`, `W_PARKED` or `W_WOKEN`.
     state: AtomicU32,
-    next: Cell<*const Waiter>,
-    prev: Cell<*const Waiter>,
+    links: Links<Waiter>,
     /// The waiter's owner identity (for hand-off).
     id: usize,
+}
+
+impl Linked for Waiter {
+    fn links(&self) -> &Links<Self> {
+        &self.links
+    }
 }
 
 impl Waiter {
@@ -417,29 +421,6 @@ impl Waiter {
     #[inline]
     fn state_addr(&self) -> usize {
         (&self.state as *const AtomicU32) as usize
-    }
-}
-
-/// The FIFO wait list: head and tail of a doubly linked list of
-/// [`Waiter`]s. Accessed only under `wait_lock`.
-struct WaitList {
-    head: *const Waiter,
-    tail: *const Waiter,
-}
-
-/// Aborts the process if a waiter unwinds while linked into a wait list
-/// (its stack frame would dangle).
-struct AbortOnUnwind;
-
-impl Drop for AbortOnUnwind {
-    fn drop(&mut self) {
-        // Under loom a failing model unwinds every model thread; the whole
-        // execution is discarded, so there is nothing to protect.
-        #[cfg(not(loom))]
-        {
-            eprintln!("klock: panic while queued on a Mutex wait list; aborting");
-            std::process::abort();
-        }
     }
 }
 
@@ -468,7 +449,7 @@ pub struct RawMutexWith<const SPIN: u8, W: WaitLockRaw = WaitLock> {
     /// waiters); at most [`spin_cap`].
     spinners: AtomicU32,
     /// FIFO of sleeping waiters.
-    list: UnsafeCell<WaitList>,
+    list: UnsafeCell<WaitList<Waiter>>,
     /// Loom only: which rare paths an execution took.
     #[cfg(loom)]
     probe: Probe,
@@ -501,10 +482,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             wait_lock: W::INIT,
             spin: SpinStats::new(),
             spinners: AtomicU32::new(0),
-            list: UnsafeCell::new(WaitList {
-                head: ptr::null(),
-                tail: ptr::null(),
-            }),
+            list: UnsafeCell::new(WaitList::new()),
         }
     }
 
@@ -517,10 +495,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             wait_lock: W::new_unlocked(),
             spin: SpinStats::new(),
             spinners: AtomicU32::new(0),
-            list: UnsafeCell::new(WaitList {
-                head: ptr::null(),
-                tail: ptr::null(),
-            }),
+            list: UnsafeCell::new(WaitList::new()),
             probe: Probe::default(),
             loom_handoff_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
             loom_broken_unlock: core::sync::atomic::AtomicBool::new(false),
@@ -906,8 +881,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     fn lock_sleep(&self, me: usize, deadline: Option<u64>) -> bool {
         let waiter = Waiter {
             state: AtomicU32::new(W_WAITING),
-            next: Cell::new(ptr::null()),
-            prev: Cell::new(ptr::null()),
+            links: Links::new(),
             id: me,
         };
         let wp: *const Waiter = &waiter;
@@ -924,7 +898,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         // SAFETY (list accesses below): we hold wait_lock whenever we touch
         // the list, and `waiter` outlives its membership (it is unlinked
         // before this function returns; unwinding aborts).
-        let bomb = AbortOnUnwind;
+        let bomb = AbortOnUnwind("Mutex");
         if unsafe { self.list_push(wp) } {
             // (X, F) -> (X, F|WAITERS). Relaxed: the unlocker's release CAS
             // and this RMW are ordered in the word's modification order: if
@@ -1135,50 +1109,21 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     /// First waiter, or null. Caller holds wait_lock.
     #[inline]
     unsafe fn list_head(&self) -> *const Waiter {
-        self.list.with(|l| unsafe { (*l).head })
+        self.list.with(|l| unsafe { (*l).head() })
     }
 
     /// Append `w`; returns whether the list was empty. Caller holds
     /// wait_lock; `w` stays alive while linked.
     unsafe fn list_push(&self, w: *const Waiter) -> bool {
-        self.list.with_mut(|l| {
-            // SAFETY: caller's contract.
-            let l = unsafe { &mut *l };
-            let wr = unsafe { &*w };
-            wr.next.set(ptr::null());
-            wr.prev.set(l.tail);
-            let was_empty = l.tail.is_null();
-            if was_empty {
-                l.head = w;
-            } else {
-                // SAFETY: linked waiters are alive.
-                unsafe { (*l.tail).next.set(w) };
-            }
-            l.tail = w;
-            was_empty
-        })
+        // SAFETY: caller's contract.
+        self.list.with_mut(|l| unsafe { (*l).push(w) })
     }
 
     /// Unlink `w`; returns whether the list is now empty. Caller holds
     /// wait_lock; `w` is linked.
     unsafe fn list_remove(&self, w: *const Waiter) -> bool {
-        self.list.with_mut(|l| {
-            // SAFETY: caller's contract; linked waiters are alive.
-            let l = unsafe { &mut *l };
-            let wr = unsafe { &*w };
-            let (prev, next) = (wr.prev.get(), wr.next.get());
-            if prev.is_null() {
-                l.head = next;
-            } else {
-                unsafe { (*prev).next.set(next) };
-            }
-            if next.is_null() {
-                l.tail = prev;
-            } else {
-                unsafe { (*next).prev.set(prev) };
-            }
-            l.head.is_null()
-        })
+        // SAFETY: caller's contract.
+        self.list.with_mut(|l| unsafe { (*l).remove(w) })
     }
 }
 

@@ -137,9 +137,10 @@ use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, UnsafeCell};
 use crate::sys::{self, monotonic_ns};
 use crate::thread;
+use crate::waitlist::{AbortOnUnwind, Linked, Links, WaitList};
+#[cfg(not(loom))]
 use core::cell::Cell;
 use core::marker::PhantomData;
-use core::ptr;
 use core::sync::atomic::{AtomicU64 as StdAtomicU64, AtomicU8 as StdAtomicU8};
 use std::time::Duration;
 
@@ -355,8 +356,7 @@ enum Role {
 /// are protected by `wait_lock`.
 struct Waiter {
     state: AtomicU32,
-    next: Cell<*const Waiter>,
-    prev: Cell<*const Waiter>,
+    links: Links<Waiter>,
     id: usize,
     role: Role,
     /// Reader: it saw `RD_NONSPINNABLE` at slow-path entry.
@@ -368,30 +368,18 @@ struct Waiter {
     thread: loom::thread::Thread,
 }
 
+impl Linked for Waiter {
+    fn links(&self) -> &Links<Self> {
+        &self.links
+    }
+}
+
 impl Waiter {
     /// Address of the futex word, for a wake-up sent after wait_lock is
     /// released (when the waiter may be gone).
     #[inline]
     fn state_addr(&self) -> usize {
         (&self.state as *const AtomicU32) as usize
-    }
-}
-
-struct WaitList {
-    head: *const Waiter,
-    tail: *const Waiter,
-}
-
-/// Aborts if a waiter unwinds while linked (its frame would dangle).
-struct AbortOnUnwind;
-
-impl Drop for AbortOnUnwind {
-    fn drop(&mut self) {
-        #[cfg(not(loom))]
-        {
-            eprintln!("klock: panic while queued on an RwSem wait list; aborting");
-            std::process::abort();
-        }
     }
 }
 
@@ -422,7 +410,7 @@ pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = Wa
     /// Adaptive budget for spinning on a writer.
     spin: SpinStats,
     /// FIFO of sleeping waiters.
-    list: UnsafeCell<WaitList>,
+    list: UnsafeCell<WaitList<Waiter>>,
     #[cfg(loom)]
     probe: Probe,
     #[cfg(loom)]
@@ -462,10 +450,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             osq: Osq::new(),
             wait_lock: W::INIT,
             spin: SpinStats::new(),
-            list: UnsafeCell::new(WaitList {
-                head: ptr::null(),
-                tail: ptr::null(),
-            }),
+            list: UnsafeCell::new(WaitList::new()),
         }
     }
 
@@ -478,10 +463,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             osq: Osq::new(),
             wait_lock: W::new_unlocked(),
             spin: SpinStats::new(),
-            list: UnsafeCell::new(WaitList {
-                head: ptr::null(),
-                tail: ptr::null(),
-            }),
+            list: UnsafeCell::new(WaitList::new()),
             probe: Probe::default(),
             loom_wait_timeout_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
             loom_broken: core::sync::atomic::AtomicU8::new(0),
@@ -704,8 +686,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     fn read_sleep(&self, me: usize, saw_rd: bool, deadline: Option<u64>) -> bool {
         let waiter = Waiter {
             state: AtomicU32::new(W_WAITING),
-            next: Cell::new(ptr::null()),
-            prev: Cell::new(ptr::null()),
+            links: Links::new(),
             id: me,
             role: Role::Reader,
             saw_rd,
@@ -742,7 +723,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         // SAFETY (list accesses below): under wait_lock; `waiter` outlives
         // its membership (unlinked — by us or a granter — before we
         // return; unwinding aborts).
-        let bomb = AbortOnUnwind;
+        let bomb = AbortOnUnwind("RwSem");
         if unsafe { self.list_push(wp) } {
             // Relaxed: ordered with unlocks by the word's modification
             // order (see lock_sleep in mutex.rs: an unlock after this RMW
@@ -977,8 +958,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     fn write_sleep(&self, me: usize, saw_wr: bool, deadline: Option<u64>) -> bool {
         let waiter = Waiter {
             state: AtomicU32::new(W_WAITING),
-            next: Cell::new(ptr::null()),
-            prev: Cell::new(ptr::null()),
+            links: Links::new(),
             id: me,
             role: Role::Writer,
             saw_rd: false,
@@ -997,7 +977,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             return true;
         }
         // SAFETY (list accesses below): as in read_sleep.
-        let bomb = AbortOnUnwind;
+        let bomb = AbortOnUnwind("RwSem");
         if unsafe { self.list_push(wp) } {
             // Relaxed: as in read_sleep.
             self.count.fetch_or(WAITERS, Relaxed);
@@ -1366,7 +1346,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             } else {
                 others = true;
             }
-            p = w.next.get();
+            p = w.links.next();
         }
         let mut c = self.count.load(Relaxed);
         loop {
@@ -1412,7 +1392,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             // access to it: its futex address is taken first and woken
             // after wait_lock is released (defer_wake).
             let w = unsafe { &*p };
-            let next = w.next.get();
+            let next = w.links.next();
             if w.role == Role::Reader {
                 unsafe { self.list_remove(p) };
                 #[cfg(loom)]
@@ -1497,50 +1477,21 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// First waiter, or null. Caller holds wait_lock.
     #[inline]
     unsafe fn list_head(&self) -> *const Waiter {
-        self.list.with(|l| unsafe { (*l).head })
+        self.list.with(|l| unsafe { (*l).head() })
     }
 
     /// Append `w`; returns whether the list was empty. Caller holds
     /// wait_lock; `w` stays alive while linked.
     unsafe fn list_push(&self, w: *const Waiter) -> bool {
-        self.list.with_mut(|l| {
-            // SAFETY: caller's contract.
-            let l = unsafe { &mut *l };
-            let wr = unsafe { &*w };
-            wr.next.set(ptr::null());
-            wr.prev.set(l.tail);
-            let was_empty = l.tail.is_null();
-            if was_empty {
-                l.head = w;
-            } else {
-                // SAFETY: linked waiters are alive.
-                unsafe { (*l.tail).next.set(w) };
-            }
-            l.tail = w;
-            was_empty
-        })
+        // SAFETY: caller's contract.
+        self.list.with_mut(|l| unsafe { (*l).push(w) })
     }
 
     /// Unlink `w`; returns whether the list is now empty. Caller holds
     /// wait_lock; `w` is linked.
     unsafe fn list_remove(&self, w: *const Waiter) -> bool {
-        self.list.with_mut(|l| {
-            // SAFETY: caller's contract; linked waiters are alive.
-            let l = unsafe { &mut *l };
-            let wr = unsafe { &*w };
-            let (prev, next) = (wr.prev.get(), wr.next.get());
-            if prev.is_null() {
-                l.head = next;
-            } else {
-                unsafe { (*prev).next.set(next) };
-            }
-            if next.is_null() {
-                l.tail = prev;
-            } else {
-                unsafe { (*next).prev.set(prev) };
-            }
-            l.head.is_null()
-        })
+        // SAFETY: caller's contract.
+        self.list.with_mut(|l| unsafe { (*l).remove(w) })
     }
 
     // ------------------------------------------------------------------
