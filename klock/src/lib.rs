@@ -31,6 +31,7 @@ pub mod rtmutex;
 
 pub mod rwsem;
 pub mod spin;
+mod switch;
 pub mod sync;
 pub mod sys;
 pub mod thread;

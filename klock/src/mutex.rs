@@ -101,13 +101,16 @@ use crate::oncpu::{self, SpinStats};
 use crate::osq::Osq;
 use crate::qspinlock::RawQSpinLockWith;
 use crate::spin::cpu_relax;
+use crate::switch::Switch;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sync::{AtomicU32, AtomicUsize, UnsafeCell};
 use crate::sys::{self, monotonic_ns};
 use crate::thread;
-use crate::waitlist::{AbortOnUnwind, Linked, Links, WaitList};
+use crate::waitlist::{
+    futex_addr, wake_later, wake_pending, AbortOnUnwind, Linked, Links, WaitList,
+};
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicU64 as StdAtomicU64, AtomicU8 as StdAtomicU8};
+use core::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::time::Duration;
 
 /// Owner word: the wait list is non-empty (unlock must wake).
@@ -303,7 +306,7 @@ fn check_due(n: u32) -> bool {
 }
 
 // Global switches. Plain std atomics: configuration, not synchronisation.
-static GLOBAL_SPIN: StdAtomicU8 = StdAtomicU8::new(0); // 0 unread, 1 on, 2 off
+static GLOBAL_SPIN: Switch = Switch::new("KLOCK_OWNER_SPIN");
 static HANDOFF_AFTER: StdAtomicU64 = StdAtomicU64::new(DEFAULT_HANDOFF_NS);
 
 /// The global `OWNER_SPIN` / `NO_OWNER_SPIN` switch, for locks of mode
@@ -312,33 +315,14 @@ static HANDOFF_AFTER: StdAtomicU64 = StdAtomicU64::new(DEFAULT_HANDOFF_NS);
 /// [`set_owner_spin`]`(false)` was called.
 #[inline]
 pub fn owner_spin() -> bool {
-    use core::sync::atomic::Ordering::Relaxed;
-    match GLOBAL_SPIN.load(Relaxed) {
-        1 => true,
-        2 => false,
-        _ => {
-            let off = std::env::var("KLOCK_OWNER_SPIN").is_ok_and(|v| {
-                matches!(
-                    v.trim().to_ascii_lowercase().as_str(),
-                    "0" | "off" | "false" | "no"
-                )
-            });
-            let v = if off { 2 } else { 1 };
-            // Keep a concurrent set_owner_spin if it came first.
-            let _ = GLOBAL_SPIN.compare_exchange(0, v, Relaxed, Relaxed);
-            GLOBAL_SPIN.load(Relaxed) == 1
-        }
-    }
+    GLOBAL_SPIN.get()
 }
 
 /// Turn owner spinning on or off for all locks of mode
 /// [`OWNER_SPIN_GLOBAL`] (the kernel's `echo NO_OWNER_SPIN >
 /// /debug/sched_features`). Takes effect at the next slow-path lock.
 pub fn set_owner_spin(on: bool) {
-    GLOBAL_SPIN.store(
-        if on { 1 } else { 2 },
-        core::sync::atomic::Ordering::Relaxed,
-    );
+    GLOBAL_SPIN.set(on);
 }
 
 /// How long (ns) the first waiter waits before it demands a hand-off.
@@ -412,15 +396,6 @@ struct Waiter {
 impl Linked for Waiter {
     fn links(&self) -> &Links<Self> {
         &self.links
-    }
-}
-
-impl Waiter {
-    /// Address of the futex word, for a wake-up sent after wait_lock is
-    /// released (when the waiter may be gone).
-    #[inline]
-    fn state_addr(&self) -> usize {
-        (&self.state as *const AtomicU32) as usize
     }
 }
 
@@ -966,7 +941,6 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         };
 
         // Holding wait_lock: unlink ourselves.
-        let mut to_wake = None;
         let was_first = unsafe { self.list_head() } == wp;
         if unsafe { self.list_remove(wp) } {
             // Last waiter gone: (X, F) -> (X, F & PICKUP), clearing WAITERS
@@ -980,7 +954,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             // on a rare path against ever stranding a sleeper.
             #[cfg(loom)]
             Probe::hit(&self.probe.wake_next_on_leave);
-            to_wake = self.mark_woken(unsafe { self.list_head() });
+            self.mark_woken(unsafe { self.list_head() });
         }
         #[cfg(loom)]
         if !acquired {
@@ -988,8 +962,8 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         }
         // SAFETY: we hold wait_lock.
         unsafe { self.wait_lock.unlock() };
+        wake_pending();
         core::mem::forget(bomb);
-        wake_addr(to_wake);
         acquired
     }
 
@@ -1041,14 +1015,12 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             self.wait_lock.lock();
             // SAFETY: we hold wait_lock.
             let head = unsafe { self.list_head() };
-            let to_wake = if head.is_null() {
-                None
-            } else {
-                self.mark_woken(head)
-            };
+            if !head.is_null() {
+                self.mark_woken(head);
+            }
             // SAFETY: we hold wait_lock.
             unsafe { self.wait_lock.unlock() };
-            wake_addr(to_wake);
+            wake_pending();
         }
     }
 
@@ -1072,25 +1044,21 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         let old = self.owner.swap(new, Release);
         debug_assert_eq!(old & OWNER_MASK, me);
         let _ = old;
-        let mut to_wake = None;
         if !head.is_null() {
             events::inc(Event::MutexHandoff);
             #[cfg(loom)]
             Probe::hit(&self.probe.handoffs);
-            to_wake = self.mark_woken(head);
+            self.mark_woken(head);
         }
         // SAFETY: we hold wait_lock.
         unsafe { self.wait_lock.unlock() };
-        wake_addr(to_wake);
+        wake_pending();
     }
 
     /// Mark waiter `w` woken (under wait_lock, so it cannot unlink and
-    /// vanish meanwhile). Returns the address to `FUTEX_WAKE` if it sleeps:
-    /// the caller wakes it with [`wake_addr`] *after* releasing wait_lock,
-    /// so that the woken waiter (often run at once, preempting the waker)
-    /// does not find wait_lock held.
-    #[must_use]
-    fn mark_woken(&self, w: *const Waiter) -> Option<usize> {
+    /// vanish meanwhile); if it sleeps, queue its `FUTEX_WAKE` for
+    /// [`wake_pending`] after wait_lock is released.
+    fn mark_woken(&self, w: *const Waiter) {
         // SAFETY: called under wait_lock with a linked (alive) waiter.
         let w = unsafe { &*w };
         // Release pairs with the waiter's Acquire load of its state in park.
@@ -1100,9 +1068,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             events::inc(Event::MutexWake);
             #[cfg(loom)]
             Probe::hit(&self.probe.wakes_of_sleepers);
-            Some(w.state_addr())
-        } else {
-            None
+            wake_later(futex_addr(&w.state));
         }
     }
 
@@ -1156,17 +1122,6 @@ fn park(w: &Waiter, deadline: Option<u64>) -> bool {
         };
         // Spurious returns are fine: we re-check the state.
         sys::futex_wait(&w.state, W_PARKED, timeout);
-    }
-}
-
-/// `FUTEX_WAKE` a waiter marked by `mark_woken`, outside wait_lock. The
-/// waiter may have returned already (it saw `W_WOKEN`): the wake-up is
-/// then spurious for whoever sleeps at that address, which is harmless
-/// (see [`sys::futex_wake_addr`]).
-#[inline]
-fn wake_addr(addr: Option<usize>) {
-    if let Some(a) = addr {
-        sys::futex_wake_addr(a, 1);
     }
 }
 

@@ -103,6 +103,7 @@
 use crate::events::{self, Event};
 use crate::oncpu::{self, SpinStats};
 use crate::spin::cpu_relax;
+use crate::switch::Switch;
 use crate::sync::AtomicU32;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sys::monotonic_ns;
@@ -175,7 +176,7 @@ impl core::fmt::Display for RtMutexError {
 impl std::error::Error for RtMutexError {}
 
 // Global switches. Plain std atomics: configuration, not synchronisation.
-static GLOBAL_SPIN: StdAtomicU8 = StdAtomicU8::new(0); // 0 unread, 1 on, 2 off
+static GLOBAL_SPIN: Switch = Switch::new("KLOCK_RT_SPIN");
 /// 0: try FUTEX_LOCK_PI2; 1: the kernel said ENOSYS (or a test forced it):
 /// use FUTEX_LOCK_PI with a CLOCK_REALTIME deadline.
 static NO_LOCK_PI2: StdAtomicU8 = StdAtomicU8::new(0);
@@ -186,31 +187,13 @@ static NO_LOCK_PI2: StdAtomicU8 = StdAtomicU8::new(0);
 /// called.
 #[inline]
 pub fn top_waiter_spin() -> bool {
-    use core::sync::atomic::Ordering::Relaxed;
-    match GLOBAL_SPIN.load(Relaxed) {
-        1 => true,
-        2 => false,
-        _ => {
-            let off = std::env::var("KLOCK_RT_SPIN").is_ok_and(|v| {
-                matches!(
-                    v.trim().to_ascii_lowercase().as_str(),
-                    "0" | "off" | "false" | "no"
-                )
-            });
-            let v = if off { 2 } else { 1 };
-            let _ = GLOBAL_SPIN.compare_exchange(0, v, Relaxed, Relaxed);
-            GLOBAL_SPIN.load(Relaxed) == 1
-        }
-    }
+    GLOBAL_SPIN.get()
 }
 
 /// Turn userspace top-waiter spinning on or off for all locks of mode
 /// [`RT_SPIN_GLOBAL`]. Takes effect at the next contended lock.
 pub fn set_top_waiter_spin(on: bool) {
-    GLOBAL_SPIN.store(
-        if on { 1 } else { 2 },
-        core::sync::atomic::Ordering::Relaxed,
-    );
+    GLOBAL_SPIN.set(on);
 }
 
 /// Whether contended locks use `FUTEX_LOCK_PI2` (Linux ≥ 5.14); `false`

@@ -133,15 +133,16 @@ use crate::mutex::{WaitLock, WaitLockRaw};
 use crate::oncpu::{self, SpinStats};
 use crate::osq::Osq;
 use crate::spin::cpu_relax;
+use crate::switch::Switch;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, UnsafeCell};
 use crate::sys::{self, monotonic_ns};
 use crate::thread;
-use crate::waitlist::{AbortOnUnwind, Linked, Links, WaitList};
-#[cfg(not(loom))]
-use core::cell::Cell;
+use crate::waitlist::{
+    futex_addr, wake_later, wake_pending, AbortOnUnwind, Linked, Links, WaitList,
+};
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicU64 as StdAtomicU64, AtomicU8 as StdAtomicU8};
+use core::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::time::Duration;
 
 // ---- count word ----
@@ -223,44 +224,22 @@ fn check_due(n: u32) -> bool {
 }
 
 // ---- global switches (configuration, not synchronisation: std atomics) ----
-static GLOBAL_RSPIN: StdAtomicU8 = StdAtomicU8::new(0); // 0 unread, 1 on, 2 off
-static GLOBAL_ADAPTIVE: StdAtomicU8 = StdAtomicU8::new(0);
+static GLOBAL_RSPIN: Switch = Switch::new("KLOCK_RWSEM_RSPIN");
+static GLOBAL_ADAPTIVE: Switch = Switch::new("KLOCK_RWSEM_ADAPTIVE");
 static WAIT_TIMEOUT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_WAIT_TIMEOUT_NS);
-
-fn env_switch(cell: &StdAtomicU8, var: &str) -> bool {
-    use core::sync::atomic::Ordering::Relaxed;
-    match cell.load(Relaxed) {
-        1 => true,
-        2 => false,
-        _ => {
-            let off = std::env::var(var).is_ok_and(|v| {
-                matches!(
-                    v.trim().to_ascii_lowercase().as_str(),
-                    "0" | "off" | "false" | "no"
-                )
-            });
-            // Keep a concurrent explicit setting if it came first.
-            let _ = cell.compare_exchange(0, if off { 2 } else { 1 }, Relaxed, Relaxed);
-            cell.load(Relaxed) == 1
-        }
-    }
-}
 
 /// The global reader-spinning switch, for locks whose `RSPIN` is
 /// [`GLOBAL`] (the default [`crate::RwSem`]). On unless
 /// `KLOCK_RWSEM_RSPIN=0` (read once) or [`set_reader_spin`]`(false)`.
 #[inline]
 pub fn reader_spin() -> bool {
-    env_switch(&GLOBAL_RSPIN, "KLOCK_RWSEM_RSPIN")
+    GLOBAL_RSPIN.get()
 }
 
 /// Turn reader optimistic spinning on or off for locks following the
 /// global switch. Takes effect at the next slow-path read lock.
 pub fn set_reader_spin(on: bool) {
-    GLOBAL_RSPIN.store(
-        if on { 1 } else { 2 },
-        core::sync::atomic::Ordering::Relaxed,
-    );
+    GLOBAL_RSPIN.set(on);
 }
 
 /// The global adaptive-disabling switch, for locks whose `ADAPTIVE` is
@@ -268,16 +247,13 @@ pub fn set_reader_spin(on: bool) {
 /// [`set_adaptive`]`(false)`.
 #[inline]
 pub fn adaptive() -> bool {
-    env_switch(&GLOBAL_ADAPTIVE, "KLOCK_RWSEM_ADAPTIVE")
+    GLOBAL_ADAPTIVE.get()
 }
 
 /// Turn adaptive disabling of reader spinning on or off for locks
 /// following the global switch.
 pub fn set_adaptive(on: bool) {
-    GLOBAL_ADAPTIVE.store(
-        if on { 1 } else { 2 },
-        core::sync::atomic::Ordering::Relaxed,
-    );
+    GLOBAL_ADAPTIVE.set(on);
 }
 
 /// How long (ns) a first waiter waits before it demands a hand-off.
@@ -371,15 +347,6 @@ struct Waiter {
 impl Linked for Waiter {
     fn links(&self) -> &Links<Self> {
         &self.links
-    }
-}
-
-impl Waiter {
-    /// Address of the futex word, for a wake-up sent after wait_lock is
-    /// released (when the waiter may be gone).
-    #[inline]
-    fn state_addr(&self) -> usize {
-        (&self.state as *const AtomicU32) as usize
     }
 }
 
@@ -1390,25 +1357,20 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             // SAFETY: linked waiters are alive. A granted reader may return
             // as soon as it sees W_GRANTED, so the swap below is our last
             // access to it: its futex address is taken first and woken
-            // after wait_lock is released (defer_wake).
+            // after wait_lock is released (wake_later).
             let w = unsafe { &*p };
             let next = w.links.next();
             if w.role == Role::Reader {
                 unsafe { self.list_remove(p) };
                 #[cfg(loom)]
                 let t = w.thread.clone();
-                let addr = w.state_addr();
+                let addr = futex_addr(&w.state);
                 // Release pairs with the reader's Acquire load of its state.
-                let old = w.state.swap(W_GRANTED, Release);
+                if w.state.swap(W_GRANTED, Release) == W_PARKED {
+                    wake_later(addr);
+                }
                 #[cfg(loom)]
-                {
-                    let _ = (old, addr);
-                    t.unpark();
-                }
-                #[cfg(not(loom))]
-                if old == W_PARKED {
-                    defer_wake(addr);
-                }
+                t.unpark();
                 granted += 1;
             }
             p = next;
@@ -1430,8 +1392,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             events::inc(Event::RwsemWakeWriter);
             #[cfg(loom)]
             Probe::hit(&self.probe.wakes_of_sleepers);
-            #[cfg(not(loom))]
-            defer_wake(w.state_addr());
+            wake_later(futex_addr(&w.state));
         }
         #[cfg(loom)]
         w.thread.unpark();
@@ -1456,7 +1417,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         }
     }
 
-    /// Release wait_lock, then send the wake-ups queued by `defer_wake`.
+    /// Release wait_lock, then send the wake-ups queued by `wake_later`.
     ///
     /// # Safety
     /// The caller holds wait_lock.
@@ -1464,14 +1425,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     unsafe fn wl_unlock(&self) {
         // SAFETY: forwarded contract.
         unsafe { self.wait_lock.unlock() };
-        #[cfg(not(loom))]
-        let _ = DEFERRED_WAKES.try_with(|d| {
-            let mut v = d.take();
-            for a in v.drain(..) {
-                sys::futex_wake_addr(a, 1);
-            }
-            d.set(v);
-        });
+        wake_pending();
     }
 
     /// First waiter, or null. Caller holds wait_lock.
@@ -1525,35 +1479,6 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// This lock's adaptive spin statistics (spins on writers).
     pub fn spin_stats(&self) -> &SpinStats {
         &self.spin
-    }
-}
-
-#[cfg(not(loom))]
-std::thread_local! {
-    /// Futex words marked under wait_lock whose `FUTEX_WAKE` is sent once
-    /// this thread releases wait_lock (see [`RawRwSemWith::wl_unlock`]).
-    static DEFERRED_WAKES: Cell<Vec<usize>> = const { Cell::new(Vec::new()) };
-}
-
-/// Queue a `FUTEX_WAKE` of `state` for when this thread releases wait_lock
-/// (the kernel's `wake_q`): a woken waiter, often run at once on this CPU,
-/// must not find wait_lock still held — the convoy `klock::mutex` measured
-/// at 78 vs 1,940 kop/s. The wake goes by address, so it is harmless if the
-/// waiter has returned meanwhile (see [`sys::futex_wake_addr`]). Under loom
-/// the wakers unpark the waiter's thread instead (see [`park`]).
-#[cfg(not(loom))]
-#[inline]
-fn defer_wake(addr: usize) {
-    let queued = DEFERRED_WAKES
-        .try_with(|d| {
-            let mut v = d.take();
-            v.push(addr);
-            d.set(v);
-        })
-        .is_ok();
-    if !queued {
-        // Thread-local storage is gone (thread exit): wake now.
-        sys::futex_wake_addr(addr, 1);
     }
 }
 

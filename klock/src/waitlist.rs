@@ -7,6 +7,7 @@
 //! `wait_lock` before returning, and [`AbortOnUnwind`] turns an unwind in
 //! between into an abort).
 
+use crate::sync::AtomicU32;
 use core::cell::Cell;
 use core::ptr;
 
@@ -101,6 +102,65 @@ impl<N: Linked> WaitList<N> {
         }
         self.head.is_null()
     }
+}
+
+/// The address of a waiter's futex word, for a wake-up sent after
+/// `wait_lock` is released (when the waiter may be gone).
+#[inline]
+pub(crate) fn futex_addr(state: &AtomicU32) -> usize {
+    (state as *const AtomicU32) as usize
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// Futex words marked woken under a `wait_lock`, whose `FUTEX_WAKE`
+    /// this thread sends once it has released that lock ([`wake_pending`]).
+    static PENDING_WAKES: Cell<Vec<usize>> = const { Cell::new(Vec::new()) };
+}
+
+/// Queue a `FUTEX_WAKE` of the futex word at `addr` for [`wake_pending`]:
+/// the kernel's `wake_q`. A waker marks the waiter's state under `wait_lock`
+/// (the waiter cannot unlink and vanish meanwhile) but sends the wake-up
+/// only after releasing `wait_lock`: the woken waiter, often run at once on
+/// the waker's CPU, must not find `wait_lock` still held and yield straight
+/// back (measured in `klock::mutex`, see its module docs). The wake goes by
+/// address, so it is harmless if the waiter has returned meanwhile (see
+/// [`crate::sys::futex_wake_addr`]).
+///
+/// Under loom nothing is queued: modelled futex waits are yields, and the
+/// wakers that block waiters in `loom::thread::park` unpark them directly.
+#[inline]
+pub(crate) fn wake_later(addr: usize) {
+    #[cfg(not(loom))]
+    {
+        let queued = PENDING_WAKES
+            .try_with(|q| {
+                let mut v = q.take();
+                v.push(addr);
+                q.set(v);
+            })
+            .is_ok();
+        if !queued {
+            // Thread-local storage is gone (thread exit): wake now.
+            crate::sys::futex_wake_addr(addr, 1);
+        }
+    }
+    #[cfg(loom)]
+    let _ = addr;
+}
+
+/// Send the wake-ups queued by [`wake_later`]. Call right after releasing
+/// `wait_lock`.
+#[inline]
+pub(crate) fn wake_pending() {
+    #[cfg(not(loom))]
+    let _ = PENDING_WAKES.try_with(|q| {
+        let mut v = q.take();
+        for a in v.drain(..) {
+            crate::sys::futex_wake_addr(a, 1);
+        }
+        q.set(v);
+    });
 }
 
 /// Aborts the process if a waiter unwinds while linked into a wait list
