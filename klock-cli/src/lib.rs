@@ -1,5 +1,5 @@
-//! The `klock` command's library: the benchmark harness, its peers and
-//! suites (and later torture and stat).
+//! The `klock` command's library: the benchmark harness (with its peers,
+//! suites and `klock stat`) and the torture tester.
 
 pub mod bench;
 pub mod torture;

@@ -18,20 +18,21 @@ fn list_shows_suites_and_locks() {
     let o = klock(&["bench", "--list"]);
     assert!(o.status.success());
     let t = text(&o);
-    for name in [
-        "mutex",
-        "rwlock",
-        "spinlock",
-        "std-mutex",
-        "parking_lot",
-        "pthread-adaptive",
-        "ticket",
-        "ttas",
-        "pthread-rwlock",
-        "treelock",
-        "qrwlock",
-    ] {
-        assert!(t.contains(name), "--list lacks {name}:\n{t}");
+    // Each name must start a line of its own (a bare substring check would
+    // pass for "mutex" on "std-mutex").
+    let listed = |name: &str| {
+        t.lines().any(|l| {
+            l.strip_prefix("  ")
+                .and_then(|l| l.split_whitespace().next())
+                == Some(name)
+        })
+    };
+    let suites = klock_bench::bench::suites::SUITES.iter().map(|s| s.name);
+    let locks = klock_bench::bench::registry::all()
+        .into_iter()
+        .map(|e| e.id);
+    for name in suites.chain(locks) {
+        assert!(listed(name), "--list lacks {name}:\n{t}");
     }
 }
 

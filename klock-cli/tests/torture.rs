@@ -87,8 +87,13 @@ fn every_klock_lock_succeeds() {
         "qspinlock",
         "qspinlock-pl0",
         "mutex",
-        "mutex-spin",
         "mutex-nospin",
+        "qrwlock",
+        "rwsem",
+        "rwsem-rspin",
+        "rwsem-nospin",
+        "rtmutex",
+        "rtmutex-nospin",
     ] {
         assert!(types.contains(&ty), "--list-klock lacks {ty}: {list}");
     }

@@ -130,8 +130,8 @@ pub const OWNER_MASK: usize = !FLAGS;
 /// spinlock. The mutex takes it as a type parameter, so one process can
 /// compare choices; [`WaitLock`] is the default.
 ///
-/// Its critical sections are a few list operations and, when waking, one
-/// `FUTEX_WAKE`. Under oversubscription the choice matters: with a queued
+/// Its critical sections are a few list operations (wake-ups are sent
+/// after it is released). Under oversubscription the choice matters: with a queued
 /// lock ([`RawQSpinLock`](crate::qspinlock::RawQSpinLock)) a preempted queued waiter stalls everyone
 /// behind it, while a test-and-set lock that yields ([`YieldLock`]) lets
 /// the scheduler run the holder (see [`WaitLock`]).
@@ -941,6 +941,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         };
 
         // Holding wait_lock: unlink ourselves.
+        let mut woke = false;
         let was_first = unsafe { self.list_head() } == wp;
         if unsafe { self.list_remove(wp) } {
             // Last waiter gone: (X, F) -> (X, F & PICKUP), clearing WAITERS
@@ -954,7 +955,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             // on a rare path against ever stranding a sleeper.
             #[cfg(loom)]
             Probe::hit(&self.probe.wake_next_on_leave);
-            self.mark_woken(unsafe { self.list_head() });
+            woke = self.mark_woken(unsafe { self.list_head() });
         }
         #[cfg(loom)]
         if !acquired {
@@ -962,7 +963,9 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         }
         // SAFETY: we hold wait_lock.
         unsafe { self.wait_lock.unlock() };
-        wake_pending();
+        if woke {
+            wake_pending();
+        }
         core::mem::forget(bomb);
         acquired
     }
@@ -1015,12 +1018,12 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             self.wait_lock.lock();
             // SAFETY: we hold wait_lock.
             let head = unsafe { self.list_head() };
-            if !head.is_null() {
-                self.mark_woken(head);
-            }
+            let woke = !head.is_null() && self.mark_woken(head);
             // SAFETY: we hold wait_lock.
             unsafe { self.wait_lock.unlock() };
-            wake_pending();
+            if woke {
+                wake_pending();
+            }
         }
     }
 
@@ -1044,21 +1047,25 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         let old = self.owner.swap(new, Release);
         debug_assert_eq!(old & OWNER_MASK, me);
         let _ = old;
+        let mut woke = false;
         if !head.is_null() {
             events::inc(Event::MutexHandoff);
             #[cfg(loom)]
             Probe::hit(&self.probe.handoffs);
-            self.mark_woken(head);
+            woke = self.mark_woken(head);
         }
         // SAFETY: we hold wait_lock.
         unsafe { self.wait_lock.unlock() };
-        wake_pending();
+        if woke {
+            wake_pending();
+        }
     }
 
     /// Mark waiter `w` woken (under wait_lock, so it cannot unlink and
     /// vanish meanwhile); if it sleeps, queue its `FUTEX_WAKE` for
-    /// [`wake_pending`] after wait_lock is released.
-    fn mark_woken(&self, w: *const Waiter) {
+    /// [`wake_pending`] after wait_lock is released, and say so (`true`).
+    #[must_use]
+    fn mark_woken(&self, w: *const Waiter) -> bool {
         // SAFETY: called under wait_lock with a linked (alive) waiter.
         let w = unsafe { &*w };
         // Release pairs with the waiter's Acquire load of its state in park.
@@ -1069,6 +1076,9 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             #[cfg(loom)]
             Probe::hit(&self.probe.wakes_of_sleepers);
             wake_later(futex_addr(&w.state));
+            true
+        } else {
+            false
         }
     }
 
@@ -1153,12 +1163,6 @@ impl<const SPIN: u8, W: WaitLockRaw> core::fmt::Debug for RawMutexWith<SPIN, W> 
     }
 }
 
-/// Deadline in [`monotonic_ns`] time for a timeout from now.
-#[cfg(not(loom))]
-fn deadline_after(d: Duration) -> u64 {
-    monotonic_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
-
 // SAFETY: mutual exclusion as argued in the module docs (and checked by the
 // loom model); acquire on every successful lock path, release on every
 // unlock. The guard is !Send: the owner word names the locking thread.
@@ -1208,12 +1212,12 @@ unsafe impl<const SPIN: u8, W: WaitLockRaw> lock_api::RawMutexTimed for RawMutex
     type Instant = std::time::Instant;
 
     fn try_lock_for(&self, timeout: Duration) -> Option<OwnerGuard> {
-        self.raw_try_lock_until_ns(deadline_after(timeout))
+        self.raw_try_lock_until_ns(sys::deadline_after(timeout))
     }
 
     fn try_lock_until(&self, timeout: std::time::Instant) -> Option<OwnerGuard> {
         let left = timeout.saturating_duration_since(std::time::Instant::now());
-        self.raw_try_lock_until_ns(deadline_after(left))
+        self.raw_try_lock_until_ns(sys::deadline_after(left))
     }
 }
 

@@ -66,9 +66,11 @@
 //! # Memory ordering
 //!
 //! Every write to the lock word is a 32-bit read-modify-write (never a plain
-//! store, never a sub-word access: DESIGN §3), so the word's modification
+//! store, never a sub-word access: DESIGN §3) — except the x86-64 unlock,
+//! a byte store of the locked byte (see `raw_unlock`), which x86 orders as
+//! a release store coherent with those RMWs. So the word's modification
 //! order is one unbroken release sequence: an acquire read of any value
-//! synchronises with every release RMW before it. Each `Acquire`/`Release`
+//! synchronises with every release write before it. Each `Acquire`/`Release`
 //! below says what it pairs with; everything else is `Relaxed`.
 //!
 //! # Tuning

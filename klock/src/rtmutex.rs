@@ -106,7 +106,7 @@ use crate::spin::cpu_relax;
 use crate::switch::Switch;
 use crate::sync::AtomicU32;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
-use crate::sys::monotonic_ns;
+use crate::sys::{self, monotonic_ns};
 use crate::thread;
 use core::marker::PhantomData;
 use core::sync::atomic::AtomicU8 as StdAtomicU8;
@@ -358,7 +358,7 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
 
     /// Acquire the lock unless `timeout` passes first.
     pub fn try_lock_for_checked(&self, timeout: Duration) -> Result<RtGuard, RtMutexError> {
-        self.try_lock_until_ns_checked(deadline_after(timeout))
+        self.try_lock_until_ns_checked(sys::deadline_after(timeout))
     }
 
     /// Take the lock if it is free; never spins or sleeps.
@@ -741,11 +741,6 @@ fn timespec(ns: u64) -> rustix::time::Timespec {
         tv_sec: (ns / 1_000_000_000) as i64,
         tv_nsec: (ns % 1_000_000_000) as _,
     }
-}
-
-/// Deadline in [`monotonic_ns`] time for a timeout from now.
-fn deadline_after(d: Duration) -> u64 {
-    monotonic_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 impl<const SPIN: u8> Default for RawRtMutexWith<SPIN> {

@@ -1548,11 +1548,6 @@ impl<const R: u8, const A: u8, W: WaitLockRaw> core::fmt::Debug for RawRwSemWith
     }
 }
 
-#[cfg(not(loom))]
-fn deadline_after(d: Duration) -> u64 {
-    monotonic_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
-
 // SAFETY: readers/writer exclusion as argued in the module docs (and
 // checked by the loom models); every lock path acquires, every unlock
 // releases.
@@ -1630,21 +1625,21 @@ unsafe impl<const R: u8, const A: u8, W: WaitLockRaw> lock_api::RawRwLockTimed
     type Instant = std::time::Instant;
 
     fn try_lock_shared_for(&self, timeout: Duration) -> Option<ReadGuard> {
-        self.raw_try_lock_shared_until_ns(deadline_after(timeout))
+        self.raw_try_lock_shared_until_ns(sys::deadline_after(timeout))
     }
 
     fn try_lock_shared_until(&self, timeout: std::time::Instant) -> Option<ReadGuard> {
         let left = timeout.saturating_duration_since(std::time::Instant::now());
-        self.raw_try_lock_shared_until_ns(deadline_after(left))
+        self.raw_try_lock_shared_until_ns(sys::deadline_after(left))
     }
 
     fn try_lock_exclusive_for(&self, timeout: Duration) -> Option<WriteGuard> {
-        self.raw_try_lock_exclusive_until_ns(deadline_after(timeout))
+        self.raw_try_lock_exclusive_until_ns(sys::deadline_after(timeout))
     }
 
     fn try_lock_exclusive_until(&self, timeout: std::time::Instant) -> Option<WriteGuard> {
         let left = timeout.saturating_duration_since(std::time::Instant::now());
-        self.raw_try_lock_exclusive_until_ns(deadline_after(left))
+        self.raw_try_lock_exclusive_until_ns(sys::deadline_after(left))
     }
 }
 

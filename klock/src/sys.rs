@@ -69,10 +69,6 @@ pub fn futex_wake_addr(addr: usize, n: u32) {
     }
 }
 
-/// Loom: a no-op like [`futex_wake`] (modelled waits are yields).
-#[cfg(loom)]
-pub fn futex_wake_addr(_addr: usize, _n: u32) {}
-
 #[cfg(loom)]
 pub fn futex_wait(word: &AtomicU32, expected: u32, _timeout: Option<Duration>) -> WaitResult {
     if word.load(crate::sync::Ordering::Acquire) != expected {
@@ -111,6 +107,12 @@ pub fn current_cpu() -> u32 {
 pub fn monotonic_ns() -> u64 {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The [`monotonic_ns`] time `d` from now (saturating): the deadline of a
+/// timed lock attempt.
+pub fn deadline_after(d: Duration) -> u64 {
+    monotonic_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Under loom time is a counter that advances 1 µs per reading, so every

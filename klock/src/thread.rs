@@ -244,14 +244,35 @@ pub fn current_index() -> Option<u32> {
 pub fn current_tid() -> u32 {
     #[cfg(not(loom))]
     {
-        imp::CTX
-            .try_with(|c| c.tid)
-            .unwrap_or_else(|_| crate::sys::gettid_uncached())
+        // A const-initialised, destructor-free thread-local: one TLS load
+        // on the locks' fast paths, with no lazy-init state to check (the
+        // full per-thread context `CTX` has both).
+        std::thread_local! {
+            static TID: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+        }
+        let tid = TID.get();
+        if tid != 0 {
+            return tid;
+        }
+        current_tid_slow(&TID)
     }
     #[cfg(loom)]
     {
         imp::CTX.with(|c| c.tid)
     }
+}
+
+/// First call on this thread: fetch the tid (through `CTX`, which caches
+/// it for the thread index too) and remember it.
+#[cfg(not(loom))]
+#[cold]
+#[inline(never)]
+fn current_tid_slow(cache: &'static std::thread::LocalKey<core::cell::Cell<u32>>) -> u32 {
+    let tid = imp::CTX
+        .try_with(|c| c.tid)
+        .unwrap_or_else(|_| crate::sys::gettid_uncached());
+    cache.set(tid);
+    tid
 }
 
 #[cfg(all(test, not(loom)))]

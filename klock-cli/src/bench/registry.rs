@@ -37,7 +37,7 @@ macro_rules! entry {
 pub fn all() -> Vec<LockEntry> {
     vec![
         entry!(
-            QSpin<512>,
+            QSpin<{ klock::qspinlock::DEFAULT_PENDING_LOOPS }>,
             "qspinlock",
             "klock-qspinlock",
             "pending-loops=512",

@@ -135,7 +135,7 @@ macro_rules! runners {
 // One line per lock id of the registry. A lock type without a `TryBench`
 // impl can still run treelock untracked: `"id" => Type [untracked],`.
 runners! {
-    "qspinlock" => QSpin<512>,
+    "qspinlock" => QSpin<{ klock::qspinlock::DEFAULT_PENDING_LOOPS }>,
     "qspinlock-pl0" => QSpin<0>,
     "qspinlock-rmw" => QSpinRmw,
     "mutex" => KMutex<{ klock::mutex::OWNER_SPIN }>,
@@ -184,7 +184,12 @@ pub fn execute(plans: &mut [Plan], threads_given: bool) -> Result<(), String> {
                 return Err(format!(
                     "lock '{}' cannot be tracked (no TryBench impl). Trackable: {}",
                     l.id,
-                    RUNNABLE.join(", ")
+                    RUNNABLE
+                        .iter()
+                        .filter(|id| runners(id).is_some_and(|r| r.tracked.is_some()))
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ));
             }
         }

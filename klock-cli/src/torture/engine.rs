@@ -568,7 +568,7 @@ pub fn fmt_ns(ns: u64) -> String {
     match ns {
         0..=999 => format!("{ns}ns"),
         1_000..=999_999 => format!("{:.1}µs", ns as f64 / 1e3),
-        10_000_000..=9_999_999_999 => format!("{:.1}ms", ns as f64 / 1e6),
+        1_000_000..=9_999_999_999 => format!("{:.1}ms", ns as f64 / 1e6),
         _ => format!("{:.2}s", ns as f64 / 1e9),
     }
 }
@@ -830,6 +830,7 @@ mod tests {
     fn durations_read_well() {
         assert_eq!(fmt_ns(999), "999ns");
         assert_eq!(fmt_ns(1_500), "1.5µs");
+        assert_eq!(fmt_ns(5_000_000), "5.0ms");
         assert_eq!(fmt_ns(50_200_000), "50.2ms");
         assert_eq!(fmt_ns(12_000_000_000), "12.00s");
     }

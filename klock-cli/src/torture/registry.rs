@@ -78,30 +78,33 @@ pub fn all() -> Vec<TortureType> {
             "qspinlock-pl0",
             "klock queued spinlock without the pending->locked wait"
         ),
-        klock!(Mx<klock::RawMutex, Timed>, "mutex", "klock::Mutex: optimistic spinning per the global switch"),
         klock!(
             Mx<klock::RawMutexWith<OWNER_SPIN>, Timed>,
-            "mutex-spin",
-            "klock mutex, always spins on a running owner"
+            "mutex",
+            "klock::Mutex: spins on a running owner (kernel OWNER_SPIN)"
         ),
         klock!(
             Mx<klock::RawMutexWith<NO_OWNER_SPIN>, Timed>,
             "mutex-nospin",
             "klock mutex, never spins (sleeps at once)"
         ),
-        // klock locks from the other branches go here, one line each.
         klock!(
-            Rw<klock::RawRwSem, Timed, Downgrade>,
+            Rw<klock::RawRwSemWith<{ klock::rwsem::ON }, { klock::rwsem::ON }>, Timed, Downgrade>,
             "rwsem",
             "klock::RwSem: rw-semaphore, reader optimistic spinning, adaptive disabling"
         ),
         klock!(
+            Rw<klock::RawRwSemWith<{ klock::rwsem::ON }, { klock::rwsem::OFF }>, Timed, Downgrade>,
+            "rwsem-rspin",
+            "klock rw-semaphore, reader spinning without adaptive disabling"
+        ),
+        klock!(
             Rw<klock::RawRwSemWith<{ klock::rwsem::OFF }, { klock::rwsem::OFF }>, Timed, Downgrade>,
-            "rwsem-norspin",
+            "rwsem-nospin",
             "klock rw-semaphore without reader optimistic spinning"
         ),
         klock!(
-            Mx<klock::RawRtMutex, Timed>,
+            Mx<klock::RawRtMutexWith<{ klock::rtmutex::RT_SPIN }>, Timed>,
             "rtmutex",
             "klock::RtMutex: priority-inheritance futex mutex, top-waiter spinning"
         ),
@@ -145,5 +148,19 @@ pub fn find(id: &str) -> Result<TortureType, String> {
                 .collect::<Vec<_>>()
                 .join(", ")
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A klock type has the id, and the configuration, it has in `klock
+    /// bench`, so a torture failure and a bench figure name the same lock.
+    #[test]
+    fn klock_types_are_bench_locks() {
+        for t in super::all().iter().filter(|t| t.klock) {
+            let b = crate::bench::registry::find(t.id)
+                .unwrap_or_else(|e| panic!("torture type {} is not a bench lock: {e}", t.id));
+            assert_eq!(b.shared, t.shared, "{}: shared side differs", t.id);
+        }
     }
 }
