@@ -22,6 +22,8 @@ pub mod events;
 pub mod lockstat;
 pub mod mutex;
 pub mod oncpu;
+#[cfg(all(feature = "bpf", not(loom)))]
+pub mod oncpu_bpf;
 pub mod osq;
 pub mod qrwlock;
 pub mod qspinlock;

@@ -11,10 +11,13 @@
 //! * [`OnCpu::should_yield`]: the `need_resched()` stand-in, checked by the
 //!   spinner every few iterations.
 //!
-//! The oracle is process-global and chosen once: [`set_oracle`] before the
-//! first contended lock (an exact eBPF oracle, later), else [`oracle`]
-//! installs the unprivileged default, [`BudgetOracle`]. The locks only ever
-//! call [`oracle()`], so a new oracle needs no change to them.
+//! The oracle is process-global: [`oracle`] chooses it on first use from
+//! `KLOCK_ONCPU=auto|bpf|budget`, and [`use_oracle`] / [`set_oracle`]
+//! switch it at run time. Built in: the unprivileged default,
+//! [`BudgetOracle`], and with feature `bpf` the exact `BpfOracle`, which
+//! reads the owner's on-CPU state from an eBPF `sched_switch` program
+//! (`oncpu_bpf`). The locks only ever call [`oracle()`], so a new oracle
+//! needs no change to them.
 //!
 //! # The default: a calibrated, per-lock adaptive time budget
 //!
@@ -38,7 +41,10 @@
 use crate::sys;
 #[cfg(not(loom))]
 use core::cell::Cell;
-use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use core::sync::atomic::{
+    AtomicPtr, AtomicU32,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::OnceLock;
 
 /// The owner-running oracle.
@@ -101,29 +107,202 @@ impl OnCpu for BudgetOracle {
 }
 
 static DEFAULT_ORACLE: BudgetOracle = BudgetOracle;
-static ORACLE: OnceLock<&'static dyn OnCpu> = OnceLock::new();
+/// The oracle in use, as a pointer to a `&'static dyn OnCpu` (null until
+/// chosen). A pointer, not a `OnceLock`, so that it can be switched at any
+/// time: the locks read it once per spin and treat its answers as hints,
+/// so a switch between two spins is harmless.
+static ORACLE: AtomicPtr<&'static dyn OnCpu> = AtomicPtr::new(core::ptr::null_mut());
+static BUDGET_REF: &dyn OnCpu = &DEFAULT_ORACLE;
+#[cfg(all(feature = "bpf", not(loom)))]
+static BPF_REF: &dyn OnCpu = &BpfOracle;
 
-/// Install `oracle` as the process's owner-running oracle. Works only
-/// before the first call to [`oracle`] (i.e. before the first spin);
-/// otherwise returns the oracle already in place.
-pub fn set_oracle(oracle: &'static dyn OnCpu) -> Result<(), &'static dyn OnCpu> {
-    let mut ours = false;
-    let got = *ORACLE.get_or_init(|| {
-        ours = true;
-        oracle
-    });
-    if ours {
-        Ok(())
-    } else {
-        Err(got)
+/// The built-in oracles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OracleKind {
+    /// [`BudgetOracle`]: unprivileged, never knows whether the owner runs.
+    Budget,
+    /// [`BpfOracle`]: exact, from an eBPF `sched_switch` program (feature
+    /// `bpf`, needs root).
+    Bpf,
+}
+
+impl OracleKind {
+    /// `"budget"` / `"bpf"`, as `KLOCK_ONCPU` spells them.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Budget => "budget",
+            Self::Bpf => "bpf",
+        }
     }
 }
 
-/// The process's oracle ([`BudgetOracle`] unless [`set_oracle`] installed
-/// another one first).
+/// Install `oracle` as the process's owner-running oracle, replacing the
+/// one in use (spins already under way finish with the old one). Meant to
+/// be called a few times per process: each call keeps a two-word box.
+pub fn set_oracle(oracle: &'static dyn OnCpu) {
+    // Release pairs with the Acquire load in `oracle`.
+    ORACLE.store(Box::into_raw(Box::new(oracle)), Release);
+}
+
+/// Switch to a built-in oracle. [`OracleKind::Bpf`] loads and attaches
+/// the eBPF program first (an error says why it cannot, in one line);
+/// [`OracleKind::Budget`] also detaches the program if it was loaded, so
+/// that it costs nothing on context switches any more.
+pub fn use_oracle(kind: OracleKind) -> Result<(), String> {
+    match kind {
+        OracleKind::Budget => {
+            // Release pairs with the Acquire load in `oracle`.
+            ORACLE.store(&BUDGET_REF as *const _ as *mut _, Release);
+            #[cfg(all(feature = "bpf", not(loom)))]
+            crate::oncpu_bpf::unload();
+            Ok(())
+        }
+        OracleKind::Bpf => {
+            #[cfg(all(feature = "bpf", not(loom)))]
+            {
+                crate::oncpu_bpf::load().map_err(|e| e.to_string())?;
+                ORACLE.store(&BPF_REF as *const _ as *mut _, Release);
+                Ok(())
+            }
+            #[cfg(not(all(feature = "bpf", not(loom))))]
+            Err(BPF_MISSING.to_string())
+        }
+    }
+}
+
+#[cfg(not(all(feature = "bpf", not(loom))))]
+const BPF_MISSING: &str = "the bpf oracle is not built in: rebuild klock with `--features bpf`";
+
+/// Which built-in oracle is in use (`None`: not chosen yet, or a custom
+/// one from [`set_oracle`]).
+pub fn oracle_kind() -> Option<OracleKind> {
+    let p = ORACLE.load(Acquire);
+    if core::ptr::eq(p, &BUDGET_REF) {
+        return Some(OracleKind::Budget);
+    }
+    #[cfg(all(feature = "bpf", not(loom)))]
+    if core::ptr::eq(p, &BPF_REF) {
+        return Some(OracleKind::Bpf);
+    }
+    None
+}
+
+/// The process's oracle. Chosen on first use from `KLOCK_ONCPU`
+/// (`auto`, the default: the eBPF oracle if klock was built with feature
+/// `bpf` and the program loads, else the budget oracle; `bpf`: the same
+/// but say why when it cannot load; `budget`), unless [`set_oracle`] or
+/// [`use_oracle`] chose first.
 #[inline]
 pub fn oracle() -> &'static dyn OnCpu {
-    *ORACLE.get_or_init(|| &DEFAULT_ORACLE)
+    // Acquire pairs with the Release stores that install an oracle.
+    let p = ORACLE.load(Acquire);
+    if p.is_null() {
+        return choose_from_env();
+    }
+    // SAFETY: ORACLE only ever points at a static or a leaked box.
+    unsafe { *p }
+}
+
+#[cold]
+#[inline(never)]
+fn choose_from_env() -> &'static dyn OnCpu {
+    static CHOSEN: std::sync::Once = std::sync::Once::new();
+    CHOSEN.call_once(|| {
+        let want = std::env::var("KLOCK_ONCPU").unwrap_or_default();
+        let want = want.trim();
+        let kind = match want {
+            "" | "auto" => {
+                if cfg!(all(feature = "bpf", not(loom))) && use_oracle(OracleKind::Bpf).is_ok() {
+                    OracleKind::Bpf
+                } else {
+                    OracleKind::Budget
+                }
+            }
+            "budget" => OracleKind::Budget,
+            "bpf" => match use_oracle(OracleKind::Bpf) {
+                Ok(()) => OracleKind::Bpf,
+                Err(e) => {
+                    eprintln!("klock: KLOCK_ONCPU=bpf: {e}; using the budget oracle");
+                    OracleKind::Budget
+                }
+            },
+            other => {
+                eprintln!(
+                    "klock: KLOCK_ONCPU={other:?} is not one of auto, bpf, budget; using auto"
+                );
+                if cfg!(all(feature = "bpf", not(loom))) && use_oracle(OracleKind::Bpf).is_ok() {
+                    OracleKind::Bpf
+                } else {
+                    OracleKind::Budget
+                }
+            }
+        };
+        if kind == OracleKind::Budget {
+            // Only if nobody chose meanwhile.
+            let _ = ORACLE.compare_exchange(
+                core::ptr::null_mut(),
+                &BUDGET_REF as *const _ as *mut _,
+                Release,
+                Relaxed,
+            );
+        }
+    });
+    let p = ORACLE.load(Acquire);
+    // SAFETY: as in `oracle`; set by the call_once above at the latest.
+    unsafe { *p }
+}
+
+/// The exact oracle (feature `bpf`): the owner's on-CPU state from the
+/// eBPF `sched_switch` table ([`crate::oncpu_bpf`]). `should_yield`: the
+/// spinner itself was switched out since `spin_begin` (its own switch
+/// sequence moved); for threads the table does not know, it answers like
+/// [`BudgetOracle`].
+#[cfg(all(feature = "bpf", not(loom)))]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BpfOracle;
+
+#[cfg(all(feature = "bpf", not(loom)))]
+thread_local! {
+    /// The calling thread's switch sequence at its last `spin_begin`
+    /// (0: unknown, use the CPU check).
+    static SPIN_SEQ: Cell<u32> = const { Cell::new(0) };
+}
+
+#[cfg(all(feature = "bpf", not(loom)))]
+impl OnCpu for BpfOracle {
+    #[inline]
+    fn owner_running(&self, owner_tid: u32) -> Option<bool> {
+        use crate::oncpu_bpf::CpuState;
+        match crate::oncpu_bpf::cpu_state(owner_tid) {
+            CpuState::On(_) => Some(true),
+            CpuState::Off(_) => Some(false),
+            CpuState::Unknown => None,
+        }
+    }
+
+    #[inline]
+    fn should_yield(&self) -> bool {
+        let seq = SPIN_SEQ.try_with(|c| c.get()).unwrap_or(0);
+        if seq == 0 {
+            return BudgetOracle.should_yield();
+        }
+        match crate::oncpu_bpf::cpu_state(crate::thread::current_tid()) {
+            crate::oncpu_bpf::CpuState::On(now) => now != seq,
+            _ => true,
+        }
+    }
+
+    #[inline]
+    fn spin_begin(&self) {
+        let seq = match crate::oncpu_bpf::cpu_state(crate::thread::current_tid()) {
+            crate::oncpu_bpf::CpuState::On(s) => s,
+            _ => {
+                BudgetOracle.spin_begin();
+                0
+            }
+        };
+        let _ = SPIN_SEQ.try_with(|c| c.set(seq));
+    }
 }
 
 /// Whether optimistic spinning can ever help: more than one CPU online.
@@ -318,11 +497,11 @@ mod tests {
     #[test]
     fn default_oracle_answers() {
         let o = oracle();
-        assert_eq!(o.owner_running(1), None);
         o.spin_begin();
         // Possibly true if we were migrated just now; must not panic.
         let _ = o.should_yield();
-        // The oracle is fixed once read.
-        assert!(set_oracle(&BudgetOracle).is_err());
+        if oracle_kind() == Some(OracleKind::Budget) {
+            assert_eq!(o.owner_running(1), None);
+        }
     }
 }

@@ -154,6 +154,8 @@ mod imp {
 
     impl Drop for Ctx {
         fn drop(&mut self) {
+            #[cfg(feature = "bpf")]
+            crate::oncpu_bpf::on_thread_exit(self.tid);
             if let Some(s) = self.slot {
                 s.tid.store(0, Ordering::Relaxed);
                 s.mcs_depth.store(0, Ordering::Relaxed);
@@ -167,8 +169,12 @@ mod imp {
             let tid = crate::sys::gettid_uncached();
             let slot = take_index().map(slot);
             if let Some(s) = slot {
-                s.tid.store(tid, Ordering::Relaxed);
+                // SeqCst: pairs with the bpf oracle's sweep of live slots
+                // (see `oncpu_bpf::on_thread_start`).
+                s.tid.store(tid, Ordering::SeqCst);
             }
+            #[cfg(feature = "bpf")]
+            crate::oncpu_bpf::on_thread_start(tid);
             Ctx { slot, tid }
         };
     }

@@ -1,0 +1,252 @@
+#![cfg(all(feature = "bpf", not(loom)))]
+//! The exact owner-running oracle (feature `bpf`): what the eBPF
+//! `sched_switch` table says about running, blocked and preempted threads,
+//! and that unloading removes the program. Needs root; skipped otherwise.
+
+use klock::oncpu::{self, OracleKind};
+use klock::oncpu_bpf::{self, CpuState};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The program is process-global: one test at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Load the program, or say why the test is skipped (not root).
+fn setup() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the bpf oracle needs root");
+        return None;
+    }
+    // As root it must load: a failure here is a real failure.
+    oncpu::use_oracle(OracleKind::Bpf).expect("bpf oracle loads as root");
+    Some(g)
+}
+
+fn tid() -> u32 {
+    klock::thread::current_tid()
+}
+
+/// Linux scheduler state letter of thread `tid` of this process.
+fn proc_state(tid: u32) -> char {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap_or_default();
+    s.rsplit(')')
+        .next()
+        .and_then(|r| r.trim().chars().next())
+        .unwrap_or('?')
+}
+
+fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    f()
+}
+
+#[test]
+fn running_threads_read_as_on_cpu() {
+    let Some(_g) = setup() else { return };
+    // The caller: registered at load (or at its first klock use) as running.
+    assert!(matches!(oncpu_bpf::cpu_state(tid()), CpuState::On(_)));
+    assert_eq!(oncpu::oracle().owner_running(tid()), Some(true));
+    // A busy thread started after the load registers itself.
+    let stop = Arc::new(AtomicBool::new(false));
+    let id = Arc::new(AtomicU32::new(0));
+    let (s, i) = (stop.clone(), id.clone());
+    let h = std::thread::spawn(move || {
+        i.store(tid(), Ordering::Release);
+        while !s.load(Ordering::Relaxed) {
+            std::hint::spin_loop();
+        }
+    });
+    assert!(wait_until(Duration::from_secs(2), || id
+        .load(Ordering::Acquire)
+        != 0));
+    let t = id.load(Ordering::Acquire);
+    // It is on a CPU nearly always; the machine may preempt it briefly.
+    assert!(
+        wait_until(Duration::from_secs(2), || matches!(
+            oncpu_bpf::cpu_state(t),
+            CpuState::On(_)
+        )),
+        "a busy thread never read as on CPU: {:?}",
+        oncpu_bpf::cpu_state(t)
+    );
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}
+
+#[test]
+fn a_thread_blocked_in_a_futex_reads_as_off_cpu() {
+    let Some(_g) = setup() else { return };
+    let word = Arc::new(AtomicU32::new(0));
+    let id = Arc::new(AtomicU32::new(0));
+    let (w, i) = (word.clone(), id.clone());
+    let h = std::thread::spawn(move || {
+        i.store(tid(), Ordering::Release);
+        while w.load(Ordering::Acquire) == 0 {
+            klock::sys::futex_wait(&w, 0, Some(Duration::from_secs(5)));
+        }
+    });
+    assert!(wait_until(Duration::from_secs(2), || id
+        .load(Ordering::Acquire)
+        != 0));
+    let t = id.load(Ordering::Acquire);
+    // Once the kernel says it sleeps, it has switched out: the table must
+    // say so at once (the program runs in that very switch).
+    assert!(wait_until(Duration::from_secs(2), || proc_state(t) == 'S'));
+    let st = oncpu_bpf::cpu_state(t);
+    assert!(
+        matches!(st, CpuState::Off(_)),
+        "blocked thread reads {st:?}"
+    );
+    assert_eq!(oncpu::oracle().owner_running(t), Some(false));
+    word.store(1, Ordering::Release);
+    klock::sys::futex_wake(&word, 1);
+    h.join().unwrap();
+    // An exited thread is unregistered.
+    assert_eq!(oncpu_bpf::cpu_state(t), CpuState::Unknown);
+}
+
+#[test]
+fn a_thread_preempted_by_a_pinned_hog_reads_as_off_cpu() {
+    let Some(_g) = setup() else { return };
+    if let Some(why) = klock::rt::rt_unavailable_reason(0) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    // Victim: busy on CPU 0. Hog: SCHED_FIFO on CPU 0 for 100 ms, which
+    // preempts the victim for that long. The test thread watches from
+    // another CPU (it is not pinned; CPU 0 is busy with the two).
+    let stop = Arc::new(AtomicBool::new(false));
+    let id = Arc::new(AtomicU32::new(0));
+    let (s, i) = (stop.clone(), id.clone());
+    let victim = std::thread::spawn(move || {
+        klock::rt::pin_to_cpu(0).unwrap();
+        i.store(tid(), Ordering::Release);
+        let mut n = 0u64;
+        while !s.load(Ordering::Relaxed) {
+            n = n.wrapping_add(1);
+            std::hint::spin_loop();
+        }
+        n
+    });
+    assert!(wait_until(Duration::from_secs(2), || id
+        .load(Ordering::Acquire)
+        != 0));
+    let t = id.load(Ordering::Acquire);
+    assert!(wait_until(Duration::from_secs(2), || matches!(
+        oncpu_bpf::cpu_state(t),
+        CpuState::On(_)
+    )));
+    let hogging = Arc::new(AtomicBool::new(false));
+    let hg = hogging.clone();
+    let hog = std::thread::spawn(move || {
+        klock::rt::pin_to_cpu(0).unwrap();
+        klock::rt::set_fifo(10).unwrap();
+        hg.store(true, Ordering::Release);
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(100) {
+            std::hint::spin_loop();
+        }
+        hg.store(false, Ordering::Release);
+        let _ = klock::rt::set_normal();
+    });
+    assert!(wait_until(Duration::from_secs(2), || hogging.load(Ordering::Acquire)));
+    std::thread::sleep(Duration::from_millis(10));
+    let during = oncpu_bpf::cpu_state(t);
+    let still_hogging = hogging.load(Ordering::Acquire);
+    hog.join().unwrap();
+    if still_hogging {
+        assert!(
+            matches!(during, CpuState::Off(_)),
+            "victim preempted by a FIFO hog on its CPU reads {during:?}"
+        );
+    }
+    // And on CPU again once the hog is gone.
+    assert!(wait_until(Duration::from_secs(2), || matches!(
+        oncpu_bpf::cpu_state(t),
+        CpuState::On(_)
+    )));
+    stop.store(true, Ordering::Relaxed);
+    victim.join().unwrap();
+    assert!(
+        still_hogging,
+        "the 100 ms hog ended before the check (machine too slow?)"
+    );
+}
+
+#[test]
+fn should_yield_after_being_switched_out() {
+    let Some(_g) = setup() else { return };
+    let o = oncpu::oracle();
+    o.spin_begin();
+    // A sleep switches this thread out and back in.
+    std::thread::sleep(Duration::from_millis(2));
+    assert!(
+        o.should_yield(),
+        "a spinner that slept must be told to yield"
+    );
+    o.spin_begin();
+    // Without a switch it must (almost always) say no; allow a preemption.
+    let no = (0..5).any(|_| {
+        o.spin_begin();
+        !o.should_yield()
+    });
+    assert!(no);
+}
+
+#[test]
+fn unloading_leaves_no_program() {
+    let Some(_g) = setup() else { return };
+    let id = oncpu_bpf::prog_id().expect("loaded");
+    assert!(oncpu_bpf::prog_exists(id).unwrap());
+    oncpu::use_oracle(OracleKind::Budget).unwrap();
+    assert_eq!(oncpu::oracle_kind(), Some(OracleKind::Budget));
+    assert!(!oncpu_bpf::is_loaded());
+    assert_eq!(oncpu_bpf::cpu_state(tid()), CpuState::Unknown);
+    // The kernel frees the program after an RCU grace period.
+    assert!(
+        wait_until(Duration::from_secs(5), || !oncpu_bpf::prog_exists(id)
+            .unwrap()),
+        "bpf program {id} still exists after unload"
+    );
+    // And it loads again.
+    oncpu::use_oracle(OracleKind::Bpf).unwrap();
+    assert_ne!(oncpu_bpf::prog_id(), Some(id));
+    assert!(matches!(oncpu_bpf::cpu_state(tid()), CpuState::On(_)));
+}
+
+#[test]
+fn mutex_under_the_bpf_oracle_excludes() {
+    let Some(_g) = setup() else { return };
+    let m = Arc::new(klock::Mutex::new(0u64));
+    let t0 = Instant::now();
+    let hs: Vec<_> = (0..8)
+        .map(|k| {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while t0.elapsed() < Duration::from_millis(300) {
+                    let mut g = m.lock();
+                    *g += 1;
+                    if k == 0 && n % 64 == 0 {
+                        // An owner that sleeps: waiters must not spin on it.
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                    drop(g);
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let total: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(*m.lock(), total);
+}
