@@ -168,6 +168,14 @@ fn torture_main(a: TortureArgs) -> ExitCode {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // klock's plain lock ids run under the budget oracle unless
+    // KLOCK_ONCPU chooses (the `-bpf` ids attach the eBPF program for
+    // their own runs only), so that a run compares like with like.
+    if std::env::var_os("KLOCK_ONCPU").is_none() {
+        let _ = klock::oncpu::use_oracle(klock::oncpu::OracleKind::Budget);
+    } else {
+        klock::oncpu::oracle();
+    }
     match cli.cmd {
         Cmd::Torture(a) => torture_main(a),
         Cmd::Stat(a) => {

@@ -178,3 +178,56 @@ impl<const R: u8, const A: u8> TryBench for RwSem<R, A> {
         self.0.try_read(f)
     }
 }
+
+// --- the exact oracle (issue 9): any klock lock under the eBPF oracle.
+
+/// Lock `L` run under the exact eBPF owner-running oracle
+/// ([`klock::oncpu::OracleKind::Bpf`]; feature `bpf`, root). The bench
+/// attaches the program for this lock's runs only.
+pub struct OnBpf<L>(L);
+
+impl<L: BenchLock> BenchLock for OnBpf<L> {
+    fn new() -> Self {
+        Self(L::new())
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.0.write(f)
+    }
+    #[inline]
+    fn read<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.0.read(f)
+    }
+    fn events() -> Vec<(&'static str, u64)> {
+        L::events()
+    }
+    fn oracle() -> Option<klock::oncpu::OracleKind> {
+        Some(klock::oncpu::OracleKind::Bpf)
+    }
+}
+
+impl<L: TryBench> TryBench for OnBpf<L> {
+    #[inline]
+    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
+        self.0.try_write(f)
+    }
+    #[inline]
+    fn try_read<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
+        self.0.try_read(f)
+    }
+}
+
+/// Whether the eBPF oracle can be used in this process (tried once: load,
+/// then back to the oracle in use), or why not, in one line.
+pub fn bpf_available() -> Result<(), String> {
+    static AVAILABLE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    AVAILABLE
+        .get_or_init(|| {
+            use klock::oncpu::{oracle_kind, use_oracle, OracleKind};
+            let before = oracle_kind().unwrap_or(OracleKind::Budget);
+            let r = use_oracle(OracleKind::Bpf);
+            use_oracle(before)?;
+            r
+        })
+        .clone()
+}

@@ -1,6 +1,7 @@
 //! `klock bench`: the kernel community's lock experiments, run side by side
 //! with the locks people use today.
 
+pub mod ctxswitch;
 pub mod klocks;
 pub mod peers;
 pub mod pi;
@@ -56,6 +57,10 @@ pub struct Plan {
 
 impl Plan {
     pub fn points(&self) -> usize {
+        if self.suite.name == ctxswitch::NAME {
+            // Hook off and on, whatever the locks.
+            return 2;
+        }
         self.locks.len() * self.threads.len()
     }
     pub fn seconds(&self) -> f64 {
@@ -135,9 +140,20 @@ impl Options {
             .map(|&name| {
                 let suite = suites::find(name)?;
                 let ids: Vec<&str> = if self.locks.is_empty() {
-                    suite.default_locks.to_vec()
+                    // The eBPF-oracle variants run where the program
+                    // loads; elsewhere the suite runs without them.
+                    suite
+                        .default_locks
+                        .iter()
+                        .copied()
+                        .filter(|id| !registry::needs_bpf(id) || bpf_or_note())
+                        .collect()
                 } else {
-                    self.locks.iter().map(|s| s.as_str()).collect()
+                    let ids: Vec<&str> = self.locks.iter().map(|s| s.as_str()).collect();
+                    if let Some(id) = ids.iter().find(|id| registry::needs_bpf(id)) {
+                        klocks::bpf_available().map_err(|e| format!("lock '{id}': {e}"))?;
+                    }
+                    ids
                 };
                 let locks = ids
                     .iter()
@@ -207,6 +223,13 @@ pub fn execute(plans: &[Plan], command: &str) -> Result<Vec<ResultFile>, String>
                 );
             });
             files.push(file);
+            continue;
+        }
+        // The oracle's hook cost: its own runner and table (issue 9).
+        if plan.suite.name == ctxswitch::NAME {
+            if let Some(file) = ctxswitch::execute(plan, &machine, command, &pb)? {
+                files.push(file);
+            }
             continue;
         }
         // pi_stress has its own runner, table and JSON rows (issue 6).
@@ -291,6 +314,18 @@ pub fn execute(plans: &[Plan], command: &str) -> Result<Vec<ResultFile>, String>
     }
     pb.finish_and_clear();
     Ok(files)
+}
+
+/// Whether the eBPF-oracle variants can run; says once why not.
+fn bpf_or_note() -> bool {
+    static NOTE: std::sync::Once = std::sync::Once::new();
+    match klocks::bpf_available() {
+        Ok(()) => true,
+        Err(e) => {
+            NOTE.call_once(|| eprintln!("klock: the -bpf variants are left out: {e}"));
+            false
+        }
+    }
 }
 
 /// `klock bench --list`.

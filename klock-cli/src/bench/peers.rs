@@ -26,6 +26,29 @@ pub trait BenchLock: Send + Sync + 'static {
     fn events() -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+    /// The owner-running oracle this lock must run under (`None`: the
+    /// process's, chosen at start-up). See [`with_oracle`].
+    fn oracle() -> Option<klock::oncpu::OracleKind> {
+        None
+    }
+}
+
+/// Run `f` under lock type `L`'s oracle (if it names one), then switch
+/// back to the oracle in use before — so the eBPF program is attached
+/// only during the runs that measure it and costs the others nothing.
+pub fn with_oracle<L: BenchLock, R>(f: impl FnOnce() -> Result<R, String>) -> Result<R, String> {
+    use klock::oncpu::{oracle_kind, use_oracle, OracleKind};
+    let Some(want) = L::oracle() else {
+        return f();
+    };
+    let before = oracle_kind().unwrap_or(OracleKind::Budget);
+    if before == want {
+        return f();
+    }
+    use_oracle(want)?;
+    let r = f();
+    use_oracle(before)?;
+    r
 }
 
 /// Any `lock_api` raw mutex (klock's locks, parking_lot's).

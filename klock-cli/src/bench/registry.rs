@@ -33,6 +33,11 @@ macro_rules! entry {
     };
 }
 
+/// Whether lock `id` runs under the eBPF oracle (feature `bpf`, root).
+pub fn needs_bpf(id: &str) -> bool {
+    id.ends_with("-bpf")
+}
+
 /// All locks, klock's first, then the peers.
 pub fn all() -> Vec<LockEntry> {
     vec![
@@ -67,6 +72,14 @@ pub fn all() -> Vec<LockEntry> {
             "owner-spin",
             false,
             "klock::Mutex: spins while the owner runs (OSQ-gated), else sleeps on a futex; hand-off"
+        ),
+        entry!(
+            OnBpf<KMutex<{ klock::mutex::OWNER_SPIN }>>,
+            "mutex-bpf",
+            "klock-mutex",
+            "owner-spin,oncpu=bpf",
+            false,
+            "klock::Mutex under the exact eBPF owner-running oracle (feature bpf, root)"
         ),
         entry!(
             KMutex<{ klock::mutex::NO_OWNER_SPIN }>,
@@ -115,6 +128,14 @@ pub fn all() -> Vec<LockEntry> {
             "reader-spin-adaptive",
             true,
             "klock::RwSem, reader spinning + adaptive disabling (the seed's 'after patch')"
+        ),
+        entry!(
+            OnBpf<RwSem<{ klock::rwsem::ON }, { klock::rwsem::ON }>>,
+            "rwsem-bpf",
+            "klock-rwsem",
+            "reader-spin-adaptive,oncpu=bpf",
+            true,
+            "klock::RwSem (as rwsem) under the exact eBPF owner-running oracle (feature bpf, root)"
         ),
         entry!(
             StdMutex,

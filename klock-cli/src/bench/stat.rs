@@ -93,6 +93,9 @@ impl<L: TryBench> BenchLock for Stat<L> {
     fn events() -> Vec<(&'static str, u64)> {
         L::events()
     }
+    fn oracle() -> Option<klock::oncpu::OracleKind> {
+        L::oracle()
+    }
 }
 
 type Run<W> = fn(&W) -> Result<RunOutcome, String>;
@@ -139,10 +142,12 @@ runners! {
     "qspinlock-pl0" => QSpin<0>,
     "qspinlock-rmw" => QSpinRmw,
     "mutex" => KMutex<{ klock::mutex::OWNER_SPIN }>,
+    "mutex-bpf" => OnBpf<KMutex<{ klock::mutex::OWNER_SPIN }>>,
     "mutex-nospin" => KMutex<{ klock::mutex::NO_OWNER_SPIN }>,
     "mutex-qwait" => KMutex<{ klock::mutex::OWNER_SPIN }, klock::RawQSpinLock>,
     "qrwlock" => QRw,
     "rwsem" => RwSem<{ klock::rwsem::ON }, { klock::rwsem::ON }>,
+    "rwsem-bpf" => OnBpf<RwSem<{ klock::rwsem::ON }, { klock::rwsem::ON }>>,
     "rwsem-rspin" => RwSem<{ klock::rwsem::ON }, { klock::rwsem::OFF }>,
     "rwsem-nospin" => RwSem<{ klock::rwsem::OFF }, { klock::rwsem::OFF }>,
     "std-mutex" => StdMutex,

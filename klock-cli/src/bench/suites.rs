@@ -50,6 +50,7 @@ const RWSEM_LOCKS: &[&str] = &[
     "rwsem-nospin",
     "rwsem-rspin",
     "rwsem",
+    "rwsem-bpf",
     "std-rwlock",
     "parking_lot-rwlock",
     "pthread-rwlock",
@@ -65,6 +66,7 @@ pub const SUITES: &[Suite] = &[
                 sections on shared state, all threads writers",
         default_locks: &[
             "mutex",
+            "mutex-bpf",
             "mutex-nospin",
             "mutex-qwait",
             "std-mutex",
@@ -232,6 +234,17 @@ pub const SUITES: &[Suite] = &[
         },
         outside_ns: 500,
         mix: all_mixed,
+        cost_table: false,
+    },
+    Suite {
+        name: "ctxswitch",
+        title: "cost of the bpf oracle's sched_switch hook: ns per context switch of a futex \
+                ping-pong on one CPU, hook not loaded vs loaded (needs root and feature bpf)",
+        default_locks: &[],
+        default_threads: &[2],
+        cs: CriticalSection::Counter,
+        outside_ns: 0,
+        mix: all_writers,
         cost_table: false,
     },
 ];

@@ -215,6 +215,10 @@ fn events_delta(
 /// Errors if the lock failed to exclude (lost writes, or a lookup that
 /// missed a key that is always present).
 pub fn run<L: BenchLock>(w: &TreeWork) -> Result<RunOutcome, String> {
+    super::peers::with_oracle::<L, _>(|| run_once::<L>(w))
+}
+
+fn run_once<L: BenchLock>(w: &TreeWork) -> Result<RunOutcome, String> {
     let threads = w.threads;
     let mut tree = Radix::new();
     for i in 0..POPULATED {

@@ -209,10 +209,14 @@ fn events_delta(
         .collect()
 }
 
-/// Run `w` once on a fresh lock of type `L`.
+/// Run `w` once on a fresh lock of type `L` (under its oracle).
 ///
 /// Errors if the lock failed to exclude (lost writes).
 pub fn run<L: BenchLock>(w: &Workload) -> Result<RunOutcome, String> {
+    super::peers::with_oracle::<L, _>(|| run_once::<L>(w))
+}
+
+fn run_once<L: BenchLock>(w: &Workload) -> Result<RunOutcome, String> {
     let threads = w.threads();
     let mut map = HashMap::with_capacity(4 * MAP_KEYS as usize);
     for k in 0..MAP_KEYS {

@@ -608,7 +608,7 @@ pub fn run<L: TortureLock>(cfg: &Config) -> Outcome {
         mixes.push("downgrade");
     }
     println!(
-        "klock torture --type {}: {} writers, {} readers, {}; long hold {}, stutter {}, watchdog {}; mixes in: blocking{}{}",
+        "klock torture --type {}: {} writers, {} readers, {}; long hold {}, stutter {}, watchdog {}; owner-running oracle {}; mixes in: blocking{}{}",
         cfg.type_name,
         cfg.nwriters,
         nreaders,
@@ -620,6 +620,7 @@ pub fn run<L: TortureLock>(cfg: &Config) -> Outcome {
             format!("{} run / {} pause", hd(cfg.stutter), hd(cfg.stutter / 4))
         },
         hd(cfg.watchdog),
+        klock::oncpu::oracle_kind().map_or("custom", |k| k.name()),
         if mixes.is_empty() { "" } else { ", " },
         mixes.join(", ")
     );
