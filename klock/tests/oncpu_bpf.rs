@@ -250,3 +250,44 @@ fn mutex_under_the_bpf_oracle_excludes() {
     let total: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
     assert_eq!(*m.lock(), total);
 }
+
+#[test]
+fn both_hooks_track_a_blocked_thread() {
+    use oncpu_bpf::Hook;
+    let Some(_g) = setup() else { return };
+    for hook in [Hook::TpBtf, Hook::Tracepoint] {
+        oncpu_bpf::load_with(Some(hook)).unwrap_or_else(|e| panic!("{}: {e}", hook.name()));
+        assert_eq!(oncpu_bpf::hook(), Some(hook));
+        let word = Arc::new(AtomicU32::new(0));
+        let id = Arc::new(AtomicU32::new(0));
+        let (w, i) = (word.clone(), id.clone());
+        let h = std::thread::spawn(move || {
+            i.store(tid(), Ordering::Release);
+            while w.load(Ordering::Acquire) == 0 {
+                klock::sys::futex_wait(&w, 0, Some(Duration::from_secs(5)));
+            }
+        });
+        assert!(wait_until(Duration::from_secs(2), || id
+            .load(Ordering::Acquire)
+            != 0));
+        let t = id.load(Ordering::Acquire);
+        assert!(wait_until(Duration::from_secs(2), || proc_state(t) == 'S'));
+        let st = oncpu_bpf::cpu_state(t);
+        assert!(
+            matches!(st, CpuState::Off(_)),
+            "{}: blocked thread reads {st:?}",
+            hook.name()
+        );
+        word.store(1, Ordering::Release);
+        klock::sys::futex_wake(&word, 1);
+        h.join().unwrap();
+        // The caller runs: its own entry reads on CPU under either hook.
+        std::thread::sleep(Duration::from_millis(1));
+        assert!(
+            matches!(oncpu_bpf::cpu_state(tid()), CpuState::On(_)),
+            "{}",
+            hook.name()
+        );
+    }
+    oncpu_bpf::load_with(None).unwrap();
+}

@@ -20,11 +20,48 @@ use std::time::{Duration, Instant};
 /// The suite's name.
 pub const NAME: &str = "ctxswitch";
 
-/// The two variants, as (id, variant, hook loaded).
-const VARIANTS: [(&str, &str, bool); 2] = [
-    ("pingpong", "bpf=off", false),
-    ("pingpong-bpf", "bpf=on", true),
+/// The variants, as (id, variant, table label, hook).
+const VARIANTS: [(&str, &str, &str, Hook); 3] = [
+    ("pingpong", "bpf=off", "not loaded", Hook::Off),
+    (
+        "pingpong-bpf-tracepoint",
+        "bpf=tracepoint",
+        "perf tracepoint (fallback)",
+        Hook::Tracepoint,
+    ),
+    (
+        "pingpong-bpf",
+        "bpf=tp_btf",
+        "tp_btf (default)",
+        Hook::TpBtf,
+    ),
 ];
+
+#[derive(Clone, Copy, PartialEq)]
+enum Hook {
+    Off,
+    Tracepoint,
+    TpBtf,
+}
+
+/// Attach the program with `hook` (or detach it).
+fn set_hook(hook: Hook) -> Result<(), String> {
+    #[cfg(feature = "bpf")]
+    {
+        use klock::oncpu_bpf::{load_with, unload, Hook as H};
+        match hook {
+            Hook::Off => unload(),
+            Hook::Tracepoint => load_with(Some(H::Tracepoint)).map_err(|e| e.to_string())?,
+            Hook::TpBtf => load_with(Some(H::TpBtf)).map_err(|e| e.to_string())?,
+        }
+        Ok(())
+    }
+    #[cfg(not(feature = "bpf"))]
+    {
+        let _ = hook;
+        Err("klock-cli was built without the `bpf` feature".into())
+    }
+}
 
 /// One ping-pong run of `duration` after `warmup` on CPU `cpu`.
 fn pingpong(cpu: usize, warmup: Duration, duration: Duration) -> Result<RunOutcome, String> {
@@ -148,18 +185,16 @@ pub fn execute(
         .find(|&c| klock::rt::cpu_allowed(c))
         .ok_or("no CPU in this process's affinity mask")?;
     let before = oracle_kind().unwrap_or(OracleKind::Budget);
-    let mut runs: Vec<Vec<RunOutcome>> = vec![Vec::new(), Vec::new()];
+    // The program stays loaded only for the variants that measure it.
+    use_oracle(OracleKind::Budget)?;
+    let mut runs: Vec<Vec<RunOutcome>> = VARIANTS.iter().map(|_| Vec::new()).collect();
     let mut seq_moved = true;
     for r in 0..plan.runs {
-        for (k, &(id, _, loaded)) in VARIANTS.iter().enumerate() {
+        for (k, &(id, _, _, hook)) in VARIANTS.iter().enumerate() {
             pb.set_message(format!("{NAME} {id}, run {}", r + 1));
-            use_oracle(if loaded {
-                OracleKind::Bpf
-            } else {
-                OracleKind::Budget
-            })?;
+            set_hook(hook)?;
             let out = pingpong(cpu, plan.warmup, plan.duration);
-            if loaded {
+            if hook != Hook::Off {
                 // The hook ran: this thread's own switch sequence is known.
                 seq_moved &= hook_saw_me();
             }
@@ -167,11 +202,12 @@ pub fn execute(
             pb.inc(1);
         }
     }
+    set_hook(Hook::Off)?;
     use_oracle(before)?;
     let rows: Vec<ResultRow> = VARIANTS
         .iter()
         .zip(&runs)
-        .map(|(&(id, variant, _), runs)| {
+        .map(|(&(id, variant, _, _), runs)| {
             ResultRow::aggregate(id, "futex-pingpong", variant, 0, 2, runs)
         })
         .collect();
@@ -198,36 +234,32 @@ pub fn execute(
         let m = mean(v);
         (v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / v.len().max(1) as f64).sqrt()
     };
-    let (off, on) = (mean(&ns[0]), mean(&ns[1]));
+    let off = mean(&ns[0]);
     let mut text = format!(
         "\n== {NAME} — {}\n   {}\n   machine: {} CPUs, {}, kernel {}\n\n",
         plan.suite.title, file.workload, machine.cpus, machine.cpu_model, machine.kernel
     );
     text += &format!(
-        "   {:<24} {:>18} {:>14}\n",
-        "sched_switch hook", "ns/switch mean(sd)", "switches/s"
+        "   {:<28} {:>18} {:>12} {:>16}\n",
+        "sched_switch hook", "ns/switch mean(sd)", "switches/s", "hook cost"
     );
-    for (k, label) in ["not loaded (bpf=off)", "klock_oncpu (bpf=on)"]
-        .iter()
-        .enumerate()
-    {
+    for (k, &(_, _, label, _)) in VARIANTS.iter().enumerate() {
+        let m = mean(&ns[k]);
         text += &format!(
-            "   {:<24} {:>18} {:>14.0}\n",
+            "   {:<28} {:>18} {:>12.0} {:>16}\n",
             label,
-            format!("{:.0} ({:.0})", mean(&ns[k]), sd(&ns[k])),
-            1e9 / mean(&ns[k]),
+            format!("{m:.0} ({:.0})", sd(&ns[k])),
+            1e9 / m,
+            if k == 0 {
+                String::new()
+            } else {
+                format!("{:+.0} ns ({:+.1}%)", m - off, (m / off - 1.0) * 100.0)
+            }
         );
     }
-    text += &format!(
-        "\n   hook cost: {:+.0} ns per context switch ({:+.1}%){}\n",
-        on - off,
-        (on / off - 1.0) * 100.0,
-        if seq_moved {
-            ""
-        } else {
-            "  [warning: the table saw no switch: was the hook running?]"
-        }
-    );
+    if !seq_moved {
+        text += "\n   [warning: the table saw no switch: was the hook running?]\n";
+    }
     pb.suspend(|| {
         print!("{text}");
         println!("\n   JSON: {}", plan.json.display());
