@@ -174,7 +174,9 @@ fn main() -> ExitCode {
     if std::env::var_os("KLOCK_ONCPU").is_none() {
         let _ = klock::oncpu::use_oracle(klock::oncpu::OracleKind::Budget);
     } else {
-        klock::oncpu::oracle();
+        // The eBPF oracle loads in the background: have it in place before
+        // the first lock.
+        klock::oncpu::wait_for_oracle(std::time::Duration::from_secs(2));
     }
     match cli.cmd {
         Cmd::Torture(a) => torture_main(a),

@@ -42,7 +42,7 @@ use crate::sys;
 #[cfg(not(loom))]
 use core::cell::Cell;
 use core::sync::atomic::{
-    AtomicPtr, AtomicU32,
+    AtomicBool, AtomicPtr, AtomicU32,
     Ordering::{Acquire, Relaxed, Release},
 };
 use std::sync::OnceLock;
@@ -177,7 +177,7 @@ const BPF_MISSING: &str = "the bpf oracle is not built in: rebuild klock with `-
 /// one from [`set_oracle`]).
 pub fn oracle_kind() -> Option<OracleKind> {
     let p = ORACLE.load(Acquire);
-    if core::ptr::eq(p, &BUDGET_REF) {
+    if core::ptr::eq(p, &BUDGET_REF) || core::ptr::eq(p, &PROVISIONAL_REF) {
         return Some(OracleKind::Budget);
     }
     #[cfg(all(feature = "bpf", not(loom)))]
@@ -191,7 +191,9 @@ pub fn oracle_kind() -> Option<OracleKind> {
 /// (`auto`, the default: the eBPF oracle if klock was built with feature
 /// `bpf` and the program loads, else the budget oracle; `bpf`: the same
 /// but say why when it cannot load; `budget`), unless [`set_oracle`] or
-/// [`use_oracle`] chose first.
+/// [`use_oracle`] chose first. The eBPF oracle is loaded by a background
+/// thread, so the budget oracle answers until it is in place
+/// ([`wait_for_oracle`] waits for it).
 #[inline]
 pub fn oracle() -> &'static dyn OnCpu {
     // Acquire pairs with the Release stores that install an oracle.
@@ -209,47 +211,95 @@ fn choose_from_env() -> &'static dyn OnCpu {
     static CHOSEN: std::sync::Once = std::sync::Once::new();
     CHOSEN.call_once(|| {
         let want = std::env::var("KLOCK_ONCPU").unwrap_or_default();
-        let want = want.trim();
-        let kind = match want {
-            "" | "auto" => {
-                if cfg!(all(feature = "bpf", not(loom))) && use_oracle(OracleKind::Bpf).is_ok() {
-                    OracleKind::Bpf
-                } else {
-                    OracleKind::Budget
-                }
-            }
-            "budget" => OracleKind::Budget,
-            "bpf" => match use_oracle(OracleKind::Bpf) {
-                Ok(()) => OracleKind::Bpf,
-                Err(e) => {
-                    eprintln!("klock: KLOCK_ONCPU=bpf: {e}; using the budget oracle");
-                    OracleKind::Budget
-                }
-            },
+        // Try the eBPF oracle? And say so if it cannot load?
+        let (bpf, loud) = match want.trim() {
+            "" | "auto" => (true, false),
+            "budget" => (false, false),
+            "bpf" => (true, true),
             other => {
                 eprintln!(
                     "klock: KLOCK_ONCPU={other:?} is not one of auto, bpf, budget; using auto"
                 );
-                if cfg!(all(feature = "bpf", not(loom))) && use_oracle(OracleKind::Bpf).is_ok() {
-                    OracleKind::Bpf
-                } else {
-                    OracleKind::Budget
-                }
+                (true, false)
             }
         };
-        if kind == OracleKind::Budget {
-            // Only if nobody chose meanwhile.
-            let _ = ORACLE.compare_exchange(
-                core::ptr::null_mut(),
-                &BUDGET_REF as *const _ as *mut _,
-                Release,
-                Relaxed,
-            );
+        // The budget oracle at once (only if nobody chose meanwhile)...
+        let _ = ORACLE.compare_exchange(
+            core::ptr::null_mut(),
+            &PROVISIONAL_REF as *const _ as *mut _,
+            Release,
+            Relaxed,
+        );
+        // ...and the eBPF one as soon as it is loaded, off the lock path:
+        // loading takes milliseconds, which must not land on the first
+        // contended lock (a real-time waiter, say).
+        if bpf {
+            LOADING.store(true, Relaxed);
+            load_in_background(loud);
         }
     });
     let p = ORACLE.load(Acquire);
     // SAFETY: as in `oracle`; set by the call_once above at the latest.
     unsafe { *p }
+}
+
+/// The budget oracle, installed while the eBPF oracle loads: a separate
+/// static, so that an explicit `use_oracle(Budget)` is not overridden.
+static PROVISIONAL_REF: &dyn OnCpu = &DEFAULT_ORACLE;
+/// The background load of the eBPF oracle is under way.
+static LOADING: AtomicBool = AtomicBool::new(false);
+
+#[cfg(all(feature = "bpf", not(loom)))]
+fn load_in_background(loud: bool) {
+    let spawned = std::thread::Builder::new()
+        .name("klock-bpf-load".into())
+        .spawn(move || {
+            match crate::oncpu_bpf::load() {
+                Ok(()) => {
+                    let provisional = &PROVISIONAL_REF as *const _ as *mut _;
+                    let bpf = &BPF_REF as *const _ as *mut _;
+                    // Release pairs with the Acquire load in `oracle`. Fails
+                    // if the program chose an oracle meanwhile: respect that.
+                    if ORACLE
+                        .compare_exchange(provisional, bpf, Release, Relaxed)
+                        .is_err()
+                        && oracle_kind() != Some(OracleKind::Bpf)
+                    {
+                        crate::oncpu_bpf::unload();
+                    }
+                }
+                Err(e) if loud => eprintln!("klock: KLOCK_ONCPU=bpf: {e}; using the budget oracle"),
+                Err(_) => {}
+            }
+            LOADING.store(false, Release);
+        });
+    if let Err(e) = spawned {
+        LOADING.store(false, Release);
+        if loud {
+            eprintln!("klock: KLOCK_ONCPU=bpf: cannot start the loader thread: {e}");
+        }
+    }
+}
+
+#[cfg(not(all(feature = "bpf", not(loom))))]
+fn load_in_background(loud: bool) {
+    LOADING.store(false, Release);
+    if loud {
+        eprintln!("klock: KLOCK_ONCPU=bpf: {BPF_MISSING}; using the budget oracle");
+    }
+}
+
+/// Wait (up to `limit`) until the oracle chosen from `KLOCK_ONCPU` is in
+/// place: the eBPF oracle loads in the background, so a program that wants
+/// it from its first lock on can wait for it. Returns the oracle in use.
+pub fn wait_for_oracle(limit: std::time::Duration) -> Option<OracleKind> {
+    oracle();
+    let t0 = std::time::Instant::now();
+    // Acquire pairs with the loader's Release store: its switch is seen.
+    while LOADING.load(Acquire) && t0.elapsed() < limit {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    oracle_kind()
 }
 
 /// The exact oracle (feature `bpf`): the owner's on-CPU state from the

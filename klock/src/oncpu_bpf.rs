@@ -333,7 +333,12 @@ pub fn load_with(hook: Option<Hook>) -> Result<(), BpfError> {
 type Loaded = (OwnedFd, OwnedFd, Hook);
 
 fn attach_tp_btf(map_fd: i32) -> Result<Loaded, BpfError> {
-    let target = btf::find().map_err(|e| BpfError(format!("bpf oracle: {e}")))?;
+    // Parsing the kernel's BTF (megabytes) once per process is enough.
+    static TARGET: std::sync::OnceLock<Result<btf::Target, String>> = std::sync::OnceLock::new();
+    let target = TARGET
+        .get_or_init(btf::find)
+        .as_ref()
+        .map_err(|e| BpfError(format!("bpf oracle: {e}")))?;
     let pid = i16::try_from(target.pid_off)
         .map_err(|_| BpfError("bpf oracle: task_struct.pid offset out of range".into()))?;
     let prog = sys::prog_load(
@@ -529,6 +534,7 @@ pub fn program(map_fd: i32, src: TidSource) -> Vec<Insn> {
 
 mod btf {
     /// What a `tp_btf` program on `sched_switch` needs from vmlinux BTF.
+    #[derive(Debug, Clone)]
     pub(super) struct Target {
         /// Type id of the `btf_trace_sched_switch` typedef.
         pub attach_btf_id: u32,

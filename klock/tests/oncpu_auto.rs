@@ -1,0 +1,36 @@
+#![cfg(all(feature = "bpf", not(loom)))]
+//! `KLOCK_ONCPU` unset (auto): the first oracle use answers at once with
+//! the budget oracle and the eBPF oracle takes over when loaded (as root).
+//! A test binary of its own: the choice is made once per process.
+
+use klock::oncpu::{self, OracleKind};
+use std::time::Duration;
+
+#[test]
+fn auto_installs_the_bpf_oracle_in_the_background() {
+    if std::env::var_os("KLOCK_ONCPU").is_some() {
+        eprintln!("skipped: KLOCK_ONCPU is set");
+        return;
+    }
+    // Answers now, whatever the loader is doing.
+    let _ = oncpu::oracle().owner_running(klock::thread::current_tid());
+    let got = oncpu::wait_for_oracle(Duration::from_secs(10));
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert_eq!(
+            got,
+            Some(OracleKind::Bpf),
+            "auto did not install the bpf oracle as root"
+        );
+        assert!(klock::oncpu_bpf::is_loaded());
+        assert_eq!(
+            oncpu::oracle().owner_running(klock::thread::current_tid()),
+            Some(true)
+        );
+        // An explicit choice wins and detaches the program.
+        oncpu::use_oracle(OracleKind::Budget).unwrap();
+        assert!(!klock::oncpu_bpf::is_loaded());
+    } else {
+        assert_eq!(got, Some(OracleKind::Budget));
+    }
+}
