@@ -38,6 +38,26 @@ fn proc_state(tid: u32) -> char {
         .unwrap_or('?')
 }
 
+/// Run `f` on a thread pinned to `cpu`: a watcher that shares a CPU with
+/// the thread it watches only ever sees that thread off CPU.
+fn on_cpu<R: Send + 'static>(cpu: usize, f: impl FnOnce() -> R + Send + 'static) -> R {
+    std::thread::spawn(move || {
+        klock::rt::pin_to_cpu(cpu).unwrap();
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+fn two_cpus() -> bool {
+    let ok =
+        klock::sys::online_cpus() >= 2 && klock::rt::cpu_allowed(0) && klock::rt::cpu_allowed(1);
+    if !ok {
+        eprintln!("skipped: needs CPUs 0 and 1");
+    }
+    ok
+}
+
 fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let t0 = Instant::now();
     while t0.elapsed() < limit {
@@ -55,11 +75,15 @@ fn running_threads_read_as_on_cpu() {
     // The caller: registered at load (or at its first klock use) as running.
     assert!(matches!(oncpu_bpf::cpu_state(tid()), CpuState::On(_)));
     assert_eq!(oncpu::oracle().owner_running(tid()), Some(true));
-    // A busy thread started after the load registers itself.
+    if !two_cpus() {
+        return;
+    }
+    // A busy thread on CPU 0, started after the load, registers itself.
     let stop = Arc::new(AtomicBool::new(false));
     let id = Arc::new(AtomicU32::new(0));
     let (s, i) = (stop.clone(), id.clone());
     let h = std::thread::spawn(move || {
+        klock::rt::pin_to_cpu(0).unwrap();
         i.store(tid(), Ordering::Release);
         while !s.load(Ordering::Relaxed) {
             std::hint::spin_loop();
@@ -69,12 +93,15 @@ fn running_threads_read_as_on_cpu() {
         .load(Ordering::Acquire)
         != 0));
     let t = id.load(Ordering::Acquire);
-    // It is on a CPU nearly always; the machine may preempt it briefly.
+    // It is on CPU 0 nearly always (the machine may preempt it briefly):
+    // watched from CPU 1, it must read as on CPU.
+    let seen = on_cpu(1, move || {
+        wait_until(Duration::from_secs(2), || {
+            matches!(oncpu_bpf::cpu_state(t), CpuState::On(_))
+        })
+    });
     assert!(
-        wait_until(Duration::from_secs(2), || matches!(
-            oncpu_bpf::cpu_state(t),
-            CpuState::On(_)
-        )),
+        seen,
         "a busy thread never read as on CPU: {:?}",
         oncpu_bpf::cpu_state(t)
     );
@@ -121,6 +148,9 @@ fn a_thread_preempted_by_a_pinned_hog_reads_as_off_cpu() {
         eprintln!("skipped: {why}");
         return;
     }
+    if !two_cpus() {
+        return;
+    }
     // Victim: busy on CPU 0. Hog: SCHED_FIFO on CPU 0 for 100 ms, which
     // preempts the victim for that long. The test thread watches from
     // another CPU (it is not pinned; CPU 0 is busy with the two).
@@ -141,10 +171,14 @@ fn a_thread_preempted_by_a_pinned_hog_reads_as_off_cpu() {
         .load(Ordering::Acquire)
         != 0));
     let t = id.load(Ordering::Acquire);
-    assert!(wait_until(Duration::from_secs(2), || matches!(
-        oncpu_bpf::cpu_state(t),
-        CpuState::On(_)
-    )));
+    let running = move || {
+        on_cpu(1, move || {
+            wait_until(Duration::from_secs(2), || {
+                matches!(oncpu_bpf::cpu_state(t), CpuState::On(_))
+            })
+        })
+    };
+    assert!(running(), "the busy victim never read as on CPU");
     let hogging = Arc::new(AtomicBool::new(false));
     let hg = hogging.clone();
     let hog = std::thread::spawn(move || {
@@ -170,10 +204,7 @@ fn a_thread_preempted_by_a_pinned_hog_reads_as_off_cpu() {
         );
     }
     // And on CPU again once the hog is gone.
-    assert!(wait_until(Duration::from_secs(2), || matches!(
-        oncpu_bpf::cpu_state(t),
-        CpuState::On(_)
-    )));
+    assert!(running(), "the victim never read as on CPU after the hog");
     stop.store(true, Ordering::Relaxed);
     victim.join().unwrap();
     assert!(
