@@ -109,9 +109,10 @@ fn running_threads_read_as_on_cpu() {
     h.join().unwrap();
 }
 
-#[test]
-fn a_thread_blocked_in_a_futex_reads_as_off_cpu() {
-    let Some(_g) = setup() else { return };
+/// A thread blocked in a futex wait must read as off CPU as soon as the
+/// kernel says it sleeps (the program runs in that very switch); it is
+/// unregistered once it exits. `what` names the setting, for messages.
+fn check_blocked_thread_reads_off(what: &str) {
     let word = Arc::new(AtomicU32::new(0));
     let id = Arc::new(AtomicU32::new(0));
     let (w, i) = (word.clone(), id.clone());
@@ -125,20 +126,27 @@ fn a_thread_blocked_in_a_futex_reads_as_off_cpu() {
         .load(Ordering::Acquire)
         != 0));
     let t = id.load(Ordering::Acquire);
-    // Once the kernel says it sleeps, it has switched out: the table must
-    // say so at once (the program runs in that very switch).
     assert!(wait_until(Duration::from_secs(2), || proc_state(t) == 'S'));
     let st = oncpu_bpf::cpu_state(t);
     assert!(
         matches!(st, CpuState::Off(_)),
-        "blocked thread reads {st:?}"
+        "{what}: blocked thread reads {st:?}"
     );
-    assert_eq!(oncpu::oracle().owner_running(t), Some(false));
+    assert_eq!(oncpu::oracle().owner_running(t), Some(false), "{what}");
     word.store(1, Ordering::Release);
     klock::sys::futex_wake(&word, 1);
     h.join().unwrap();
-    // An exited thread is unregistered.
-    assert_eq!(oncpu_bpf::cpu_state(t), CpuState::Unknown);
+    assert_eq!(
+        oncpu_bpf::cpu_state(t),
+        CpuState::Unknown,
+        "{what}: exited thread"
+    );
+}
+
+#[test]
+fn a_thread_blocked_in_a_futex_reads_as_off_cpu() {
+    let Some(_g) = setup() else { return };
+    check_blocked_thread_reads_off("default hook");
 }
 
 #[test]
@@ -289,29 +297,7 @@ fn both_hooks_track_a_blocked_thread() {
     for hook in [Hook::TpBtf, Hook::Tracepoint] {
         oncpu_bpf::load_with(Some(hook)).unwrap_or_else(|e| panic!("{}: {e}", hook.name()));
         assert_eq!(oncpu_bpf::hook(), Some(hook));
-        let word = Arc::new(AtomicU32::new(0));
-        let id = Arc::new(AtomicU32::new(0));
-        let (w, i) = (word.clone(), id.clone());
-        let h = std::thread::spawn(move || {
-            i.store(tid(), Ordering::Release);
-            while w.load(Ordering::Acquire) == 0 {
-                klock::sys::futex_wait(&w, 0, Some(Duration::from_secs(5)));
-            }
-        });
-        assert!(wait_until(Duration::from_secs(2), || id
-            .load(Ordering::Acquire)
-            != 0));
-        let t = id.load(Ordering::Acquire);
-        assert!(wait_until(Duration::from_secs(2), || proc_state(t) == 'S'));
-        let st = oncpu_bpf::cpu_state(t);
-        assert!(
-            matches!(st, CpuState::Off(_)),
-            "{}: blocked thread reads {st:?}",
-            hook.name()
-        );
-        word.store(1, Ordering::Release);
-        klock::sys::futex_wake(&word, 1);
-        h.join().unwrap();
+        check_blocked_thread_reads_off(hook.name());
         // The caller runs: its own entry reads on CPU under either hook.
         std::thread::sleep(Duration::from_millis(1));
         assert!(

@@ -109,13 +109,13 @@ fn pingpong(cpu: usize, warmup: Duration, duration: Duration) -> Result<RunOutco
         .collect();
     start.wait();
     std::thread::sleep(warmup);
-    let u0 = usage();
+    let u0 = super::workload::usage();
     counting.store(true, Ordering::Relaxed);
     let t0 = Instant::now();
     std::thread::sleep(duration);
     counting.store(false, Ordering::Relaxed);
     let elapsed = t0.elapsed().as_secs_f64();
-    let u1 = usage();
+    let u1 = super::workload::usage();
     stop.store(true, Ordering::Relaxed);
     turn.fetch_add(2, Ordering::Release);
     klock::sys::futex_wake(&turn, 2);
@@ -129,27 +129,11 @@ fn pingpong(cpu: usize, warmup: Duration, duration: Duration) -> Result<RunOutco
             .iter()
             .map(|c| (Role::Writer, c.load(Ordering::Relaxed)))
             .collect(),
-        cpu_s: u1.0 - u0.0,
-        ctx_voluntary: u1.1 - u0.1,
-        ctx_involuntary: u1.2 - u0.2,
+        cpu_s: u1.since(u0).cpu_s,
+        ctx_voluntary: u1.since(u0).nvcsw,
+        ctx_involuntary: u1.since(u0).nivcsw,
         events: Vec::new(),
     })
-}
-
-/// (cpu seconds, voluntary, involuntary switches) of this process.
-fn usage() -> (f64, u64, u64) {
-    // SAFETY: getrusage fills the struct we pass.
-    let ru = unsafe {
-        let mut ru = std::mem::zeroed::<libc::rusage>();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    (
-        tv(ru.ru_utime) + tv(ru.ru_stime),
-        ru.ru_nvcsw as u64,
-        ru.ru_nivcsw as u64,
-    )
 }
 
 /// ns per context switch, by the kernel's count of this process's

@@ -360,21 +360,6 @@ pub struct PiRun {
     pub events: Vec<(&'static str, u64)>,
 }
 
-fn usage() -> (f64, u64, u64) {
-    // SAFETY: getrusage fills the struct we pass.
-    let ru = unsafe {
-        let mut ru = std::mem::zeroed::<libc::rusage>();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    (
-        tv(ru.ru_utime) + tv(ru.ru_stime),
-        ru.ru_nvcsw as u64,
-        ru.ru_nivcsw as u64,
-    )
-}
-
 /// Pins the calling thread to CPU 0 and restores its CPU set when dropped:
 /// the watchdog must not share the real-time CPU.
 struct OnCpu0(Option<libc::cpu_set_t>);
@@ -523,13 +508,13 @@ pub fn run<L: BenchLock>(
     let mut window_rates = Vec::with_capacity(WINDOWS_PER_RUN);
     let mut per_group0 = Vec::new();
     let mut sample: Option<(u64, Instant)> = None;
-    let (mut u0, mut e0) = ((0.0, 0, 0), Vec::new());
+    let (mut u0, mut e0) = (super::workload::Usage::default(), Vec::new());
     loop {
         let now = Instant::now();
         if sample.is_none() && now >= measure_start {
             per_group0 = gs.iter().map(|g| g.inversions.load(Relaxed)).collect();
             sample = Some((total(&gs), now));
-            u0 = usage();
+            u0 = super::workload::usage();
             e0 = L::events();
         }
         if let Some((n0, s0)) = sample {
@@ -570,7 +555,7 @@ pub fn run<L: BenchLock>(
         .zip(per_group0.iter().chain(std::iter::repeat(&0)))
         .map(|(g, &b)| g.inversions.load(Relaxed) - b)
         .collect();
-    let u1 = usage();
+    let u1 = super::workload::usage();
     let e1 = L::events();
     stop.store(true, Relaxed);
     let mut err = None;
@@ -597,9 +582,9 @@ pub fn run<L: BenchLock>(
         failures,
         cpu_stalls,
         elapsed_s: elapsed,
-        cpu_s: u1.0 - u0.0,
-        ctx_voluntary: u1.1.saturating_sub(u0.1),
-        ctx_involuntary: u1.2.saturating_sub(u0.2),
+        cpu_s: u1.since(u0).cpu_s,
+        ctx_voluntary: u1.since(u0).nvcsw,
+        ctx_involuntary: u1.since(u0).nivcsw,
         events,
     })
 }

@@ -183,21 +183,6 @@ fn busy(iters: u64) {
     black_box(x);
 }
 
-fn cpu_seconds() -> (f64, u64, u64) {
-    // SAFETY: getrusage fills the struct we pass.
-    let ru = unsafe {
-        let mut ru = std::mem::zeroed::<libc::rusage>();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    (
-        tv(ru.ru_utime) + tv(ru.ru_stime),
-        ru.ru_nvcsw as u64,
-        ru.ru_nivcsw as u64,
-    )
-}
-
 fn events_delta(
     before: &[(&'static str, u64)],
     after: Vec<(&'static str, u64)>,
@@ -304,9 +289,19 @@ fn run_once<L: BenchLock>(w: &TreeWork) -> Result<RunOutcome, String> {
     };
     start.wait();
     std::thread::sleep(w.warmup);
-    let (c0, u0, e0, t0) = (snap(&counts), cpu_seconds(), L::events(), Instant::now());
+    let (c0, u0, e0, t0) = (
+        snap(&counts),
+        super::workload::usage(),
+        L::events(),
+        Instant::now(),
+    );
     std::thread::sleep(w.duration);
-    let (c1, u1, e1, elapsed) = (snap(&counts), cpu_seconds(), L::events(), t0.elapsed());
+    let (c1, u1, e1, elapsed) = (
+        snap(&counts),
+        super::workload::usage(),
+        L::events(),
+        t0.elapsed(),
+    );
     stop.store(true, Ordering::Relaxed);
     let mut panicked = false;
     for h in handles {
@@ -329,9 +324,9 @@ fn run_once<L: BenchLock>(w: &TreeWork) -> Result<RunOutcome, String> {
         per_thread: (0..threads)
             .map(|i| (Role::Writer, c1[i] - c0[i]))
             .collect(),
-        cpu_s: u1.0 - u0.0,
-        ctx_voluntary: u1.1.saturating_sub(u0.1),
-        ctx_involuntary: u1.2.saturating_sub(u0.2),
+        cpu_s: u1.since(u0).cpu_s,
+        ctx_voluntary: u1.since(u0).nvcsw,
+        ctx_involuntary: u1.since(u0).nivcsw,
         events: events_delta(&e0, e1),
     })
 }

@@ -174,14 +174,27 @@ struct Arena<L> {
 // side only read it).
 unsafe impl<L: Sync> Sync for Arena<L> {}
 
+/// This process's CPU time and context switches (`getrusage`).
 #[derive(Debug, Clone, Copy, Default)]
-struct Usage {
-    cpu_s: f64,
-    nvcsw: u64,
-    nivcsw: u64,
+pub struct Usage {
+    pub cpu_s: f64,
+    pub nvcsw: u64,
+    pub nivcsw: u64,
 }
 
-fn usage() -> Usage {
+impl Usage {
+    /// What was used since `before`.
+    pub fn since(self, before: Usage) -> Usage {
+        Usage {
+            cpu_s: self.cpu_s - before.cpu_s,
+            nvcsw: self.nvcsw.saturating_sub(before.nvcsw),
+            nivcsw: self.nivcsw.saturating_sub(before.nivcsw),
+        }
+    }
+}
+
+/// This process's usage so far.
+pub fn usage() -> Usage {
     // SAFETY: getrusage fills the struct we pass.
     let ru = unsafe {
         let mut ru = std::mem::zeroed::<libc::rusage>();
@@ -329,9 +342,9 @@ fn run_once<L: BenchLock>(w: &Workload) -> Result<RunOutcome, String> {
     Ok(RunOutcome {
         elapsed_s: elapsed.as_secs_f64(),
         per_thread: (0..threads).map(|i| (w.role(i), c1[i] - c0[i])).collect(),
-        cpu_s: u1.cpu_s - u0.cpu_s,
-        ctx_voluntary: u1.nvcsw.saturating_sub(u0.nvcsw),
-        ctx_involuntary: u1.nivcsw.saturating_sub(u0.nivcsw),
+        cpu_s: u1.since(u0).cpu_s,
+        ctx_voluntary: u1.since(u0).nvcsw,
+        ctx_involuntary: u1.since(u0).nivcsw,
         events: events_delta(&e0, e1),
     })
 }
