@@ -196,6 +196,10 @@ lock_events! {
         RwsemWlock = "wlock",
         /// A starving first writer set `HANDOFF`.
         RwsemWlockHandoff = "wlock_handoff",
+        /// `HANDOFF` set for the writer at the front because readers are
+        /// queued behind it (so writers cannot starve them by stealing the
+        /// lock from it).
+        RwsemWlockHandoffReaders = "wlock_handoff_rd",
         /// A queued reader went to sleep on its futex word.
         RwsemSleepReader = "sleep_reader",
         /// A queued writer went to sleep on its futex word.
@@ -204,6 +208,9 @@ lock_events! {
         RwsemWakeReaders = "wake_readers",
         /// Sleeping writers woken.
         RwsemWakeWriter = "wake_writer",
+        /// A write unlock handed the lock straight to the readers queued at
+        /// the front (release and grant in one RMW; one count per unlock).
+        RwsemUnlockGrant = "unlock_grant",
     }
 }
 

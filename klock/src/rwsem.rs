@@ -191,6 +191,10 @@ pub const RSPIN_MAX_NS: u64 = 25_000;
 /// Default for [`wait_timeout_ns`]: 4 ms (the kernel's `RWSEM_WAIT_TIMEOUT`
 /// order of magnitude).
 pub const DEFAULT_WAIT_TIMEOUT_NS: u64 = 4_000_000;
+/// A reader queued behind a writer at the front waits at most about
+/// [`wait_timeout_ns`]` / READER_HANDOFF_DIV` (250 µs by default) before
+/// `HANDOFF` reserves the lock for that writer (then the readers' grant).
+pub const READER_HANDOFF_DIV: u64 = 16;
 /// Writer-owner spins give each new owner a fresh budget, up to this many.
 pub const MAX_OWNER_BUDGETS: u64 = 4;
 
@@ -405,6 +409,13 @@ pub mod broken {
     pub const GRANT_ONE_READER: u8 = 2;
     /// Write trylocks ignore `HANDOFF`.
     pub const IGNORE_HANDOFF: u8 = 3;
+    /// A write unlock with readers queued at the front releases the lock
+    /// first and grants them afterwards (wakes them to a free lock): a
+    /// barging writer can take it in between.
+    pub const WAKE_WITHOUT_GRANT: u8 = 4;
+    /// Readers queued behind a writer at the front do not reserve the
+    /// lock for it (`HANDOFF`): writers may steal from it and starve them.
+    pub const NO_HANDOFF_FOR_READERS: u8 = 5;
 }
 
 impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, ADAPTIVE, W> {
@@ -812,6 +823,15 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         if o != o & RD_NONSPINNABLE {
             self.owner.store(o & RD_NONSPINNABLE, Relaxed);
         }
+        // Waiters queued: the unlock may have to grant the lock to readers
+        // at the front without ever letting it fall free (a barging
+        // writer would take it between a plain release and the wake-up).
+        // A WAITERS set after this load is seen by the fetch_sub below.
+        if self.count.load(Relaxed) & WAITERS != 0 && !self.is_broken(broken::WAKE_WITHOUT_GRANT)
+        {
+            self.write_unlock_queued();
+            return;
+        }
         // (0,1,F) -> (0,0,F). Release pairs with the next acquirer's Acquire.
         let old = self.count.fetch_sub(WRITER_LOCKED, Release);
         if cfg!(debug_assertions) {
@@ -823,6 +843,50 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         if old & WAITERS != 0 {
             self.unlock_wake();
         }
+    }
+
+    /// Write unlock with waiters queued (the kernel's `rwsem_mark_wake`
+    /// done at release time). Under `wait_lock`, still holding the lock:
+    /// * readers at the front: our release and their grant are **one**
+    ///   RMW, `(0,1,F) -> (n,0,F-HANDOFF[-W])`, so the lock never falls
+    ///   free and no writer can slip in before the woken readers, who
+    ///   return owning it;
+    /// * a writer at the front: a plain release, then the writer is woken
+    ///   to compete (writers may steal from writers; its `HANDOFF` bounds
+    ///   that).
+    #[cold]
+    #[inline(never)]
+    fn write_unlock_queued(&self) {
+        self.wait_lock.lock();
+        // SAFETY: we hold wait_lock; linked waiters are alive.
+        let head = unsafe { self.list_head() };
+        if !head.is_null() && unsafe { &*head }.role == Role::Reader {
+            // SAFETY: we hold wait_lock and the write lock; head is linked.
+            unsafe { self.grant_readers(head, true) };
+            events::inc(Event::RwsemUnlockGrant);
+        } else {
+            // A writer at the front: if readers wait behind it, reserve the
+            // lock for it before releasing (SAFETY: we hold wait_lock).
+            unsafe { self.reserve_for_front_writer() };
+            // (0,1,F) -> (0,0,F). Release as in raw_unlock_exclusive.
+            let old = self.count.fetch_sub(WRITER_LOCKED, Release);
+            if cfg!(debug_assertions) {
+                assert!(
+                    old & WRITER_LOCKED != 0,
+                    "klock::RwSem: write unlock of a lock not write-locked (count {old:#x})"
+                );
+            }
+            if !head.is_null() {
+                // Wake the front writer even if another writer took the
+                // lock meanwhile (the kernel's RWSEM_WAKE_ANY): it must
+                // run to notice its timeout, or readers queued behind it,
+                // and demand a hand-off. (Already awake: no syscall.)
+                // SAFETY: head is linked, we hold wait_lock.
+                self.wake(unsafe { &*head });
+            }
+        }
+        // SAFETY: we hold wait_lock.
+        unsafe { self.wl_unlock() };
     }
 
     /// Turn our write lock into a read lock, without letting any writer in
@@ -953,6 +1017,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         let timeout = self.wait_timeout();
         let mut first = false;
         let mut handoff_set = false;
+        let mut spin_now = false;
 
         let acquired = loop {
             // Holding wait_lock.
@@ -985,6 +1050,18 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             }
             // SAFETY: we hold wait_lock.
             unsafe { self.wl_unlock() };
+            if spin_now {
+                // Woken first waiter: spin on a running writer owner (after
+                // the hand-off checks above, so a HANDOFF we demanded keeps
+                // the other spinners off meanwhile).
+                spin_now = false;
+                if self.optimistic_spin(me, Role::Writer, true, deadline) {
+                    self.wait_lock.lock();
+                    break true;
+                }
+                self.wait_lock.lock();
+                continue;
+            }
             if park(&waiter, deadline) {
                 events::inc(Event::RwsemSleepWriter);
                 #[cfg(loom)]
@@ -995,13 +1072,11 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             if !first && waiter.state.load(Relaxed) == W_WOKEN {
                 first = true;
             }
-            if first
-                && (self.try_write(true)
-                    || (spin && self.optimistic_spin(me, Role::Writer, true, deadline)))
-            {
+            if first && self.try_write(true) {
                 self.wait_lock.lock();
                 break true;
             }
+            spin_now = first && spin;
             self.wait_lock.lock();
         };
 
@@ -1292,11 +1367,33 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         }
         let h = unsafe { &*head };
         if h.role == Role::Writer {
+            // SAFETY: we hold wait_lock.
+            unsafe { self.reserve_for_front_writer() };
             if wake_writer && self.count.load(Relaxed) & (WRITER_LOCKED | READER_MASK) == 0 {
                 self.wake(h);
             }
             return;
         }
+        // SAFETY: caller holds wait_lock; head is linked.
+        unsafe { self.grant_readers(head, false) };
+    }
+
+    /// Grant the lock to the readers queued from `head` (a reader) on: all
+    /// queued readers, skipping writers, at most [`MAX_READERS_WAKEUP`],
+    /// with one CAS on the count; then unlink them and mark them granted
+    /// (their futex wake-ups go out after `wait_lock` is released).
+    ///
+    /// `unlocking`: the caller holds the write lock and releases it in the
+    /// same CAS (write unlock, `(0,1,F) -> (n,0,F')`). Otherwise the lock
+    /// must be free of writers: if a writer holds it nothing is granted,
+    /// and a front reader that has waited too long requests a hand-off.
+    ///
+    /// # Safety
+    /// The caller holds wait_lock (and, if `unlocking`, the write lock);
+    /// `head` is the linked first waiter, a reader.
+    unsafe fn grant_readers(&self, head: *const Waiter, unlocking: bool) {
+        // SAFETY: caller's contract.
+        let h = unsafe { &*head };
         // Readers to grant, and whether anybody stays queued.
         let cap = if self.is_broken(broken::GRANT_ONE_READER) {
             1
@@ -1317,7 +1414,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         }
         let mut c = self.count.load(Relaxed);
         loop {
-            if c & WRITER_LOCKED != 0 {
+            if unlocking {
+                if cfg!(debug_assertions) {
+                    assert!(
+                        c & WRITER_LOCKED != 0,
+                        "klock::RwSem: write unlock of a lock not write-locked (count {c:#x})"
+                    );
+                }
+            } else if c & WRITER_LOCKED != 0 {
                 if c & HANDOFF == 0 && monotonic_ns().saturating_sub(h.since) >= self.wait_timeout()
                 {
                     // Relaxed: as the writer's hand-off request.
@@ -1329,13 +1433,19 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 return;
             }
             let mut new = c.wrapping_add(n * READER_BIAS) & !HANDOFF;
+            if unlocking {
+                new &= !WRITER_LOCKED;
+            }
             if !others {
                 new &= !WAITERS;
             }
-            // Acquire (for the readers we grant) pairs with the Release of
-            // the last write unlock; the grantees synchronise with us
-            // through their futex words.
-            match self.count.compare_exchange_weak(c, new, Acquire, Relaxed) {
+            // Unlocking: Release (our write section) pairs with the Acquire
+            // of the next writer, through the readers' release sequence.
+            // Otherwise: Acquire (for the readers we grant) pairs with the
+            // Release of the last write unlock. Either way the grantees
+            // synchronise with us through their futex words.
+            let ord = if unlocking { Release } else { Acquire };
+            match self.count.compare_exchange_weak(c, new, ord, Relaxed) {
                 Ok(_) => break,
                 Err(now) => c = now,
             }
@@ -1382,6 +1492,46 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             self.probe
                 .max_group
                 .fetch_max(n as u32, core::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Readers wait behind a writer at the front: set `HANDOFF`, so that
+    /// only that writer may take the lock next (no writer steals it,
+    /// spinners stop) and, at its unlock, the readers are granted. Without
+    /// this, writers stealing from the front writer starve every reader
+    /// queued behind it until the front writer's wait timeout.
+    ///
+    /// # Safety
+    /// The caller holds wait_lock.
+    unsafe fn reserve_for_front_writer(&self) {
+        if self.is_broken(broken::NO_HANDOFF_FOR_READERS)
+            || self.count.load(Relaxed) & HANDOFF != 0
+        {
+            return;
+        }
+        // SAFETY: caller holds wait_lock; linked waiters are alive.
+        let head = unsafe { self.list_head() };
+        if head.is_null() || unsafe { &*head }.role != Role::Writer {
+            return;
+        }
+        // SAFETY: as above.
+        let mut p = unsafe { &*head }.links.next();
+        while !p.is_null() {
+            // SAFETY: as above.
+            let w = unsafe { &*p };
+            if w.role == Role::Reader {
+                let bound = self.wait_timeout() / READER_HANDOFF_DIV;
+                if monotonic_ns().saturating_sub(w.since) < bound {
+                    return;
+                }
+                // Relaxed: as the writer's own hand-off request.
+                self.count.fetch_or(HANDOFF, Relaxed);
+                events::inc(Event::RwsemWlockHandoffReaders);
+                #[cfg(loom)]
+                Probe::hit(&self.probe.handoff_requests);
+                return;
+            }
+            p = w.links.next();
         }
     }
 
