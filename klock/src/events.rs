@@ -196,10 +196,6 @@ lock_events! {
         RwsemWlock = "wlock",
         /// A starving first writer set `HANDOFF`.
         RwsemWlockHandoff = "wlock_handoff",
-        /// `HANDOFF` set for the writer at the front because readers are
-        /// queued behind it (so writers cannot starve them by stealing the
-        /// lock from it).
-        RwsemWlockHandoffReaders = "wlock_handoff_rd",
         /// A queued reader went to sleep on its futex word.
         RwsemSleepReader = "sleep_reader",
         /// A queued writer went to sleep on its futex word.
@@ -211,6 +207,10 @@ lock_events! {
         /// A write unlock handed the lock straight to the readers queued at
         /// the front (release and grant in one RMW; one count per unlock).
         RwsemUnlockGrant = "unlock_grant",
+        /// A write unlock granted the lock to readers queued behind a writer
+        /// at the front, because they had waited past their bound (one
+        /// count per unlock).
+        RwsemUnlockGrantSkip = "grant_skip",
     }
 }
 

@@ -191,10 +191,8 @@ pub const RSPIN_MAX_NS: u64 = 25_000;
 /// Default for [`wait_timeout_ns`]: 4 ms (the kernel's `RWSEM_WAIT_TIMEOUT`
 /// order of magnitude).
 pub const DEFAULT_WAIT_TIMEOUT_NS: u64 = 4_000_000;
-/// A reader queued behind a writer at the front waits at most about
-/// [`wait_timeout_ns`]` / READER_HANDOFF_DIV` (250 µs by default) before
-/// `HANDOFF` reserves the lock for that writer (then the readers' grant).
-pub const READER_HANDOFF_DIV: u64 = 16;
+/// Default for [`reader_wait_ns`]: 125 µs.
+pub const DEFAULT_READER_WAIT_NS: u64 = 125_000;
 /// Writer-owner spins give each new owner a fresh budget, up to this many.
 pub const MAX_OWNER_BUDGETS: u64 = 4;
 
@@ -231,6 +229,7 @@ fn check_due(n: u32) -> bool {
 static GLOBAL_RSPIN: Switch = Switch::new("KLOCK_RWSEM_RSPIN");
 static GLOBAL_ADAPTIVE: Switch = Switch::new("KLOCK_RWSEM_ADAPTIVE");
 static WAIT_TIMEOUT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_WAIT_TIMEOUT_NS);
+static READER_WAIT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_READER_WAIT_NS);
 
 /// The global reader-spinning switch, for locks whose `RSPIN` is
 /// [`GLOBAL`] (the default [`crate::RwSem`]). On unless
@@ -269,6 +268,23 @@ pub fn wait_timeout_ns() -> u64 {
 /// waiter demands the lock at once.
 pub fn set_wait_timeout_ns(ns: u64) {
     WAIT_TIMEOUT.store(ns, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// The reader wait bound (ns): readers queued behind a writer at the
+/// front of the wait list that have waited this long (or
+/// [`wait_timeout_ns`], if shorter) are granted the lock by the next write
+/// unlock, past that writer. Writers stealing the lock from the front
+/// writer cannot starve them longer.
+pub fn reader_wait_ns() -> u64 {
+    READER_WAIT.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// Set the reader wait bound (ns) for all rw-semaphores: smaller is fairer
+/// to readers and costs writer throughput (each grant starts a read phase
+/// that writers wait out); `u64::MAX` leaves readers behind a writer to
+/// that writer's own hand-off ([`wait_timeout_ns`]).
+pub fn set_reader_wait_ns(ns: u64) {
+    READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
 }
 
 #[inline(always)]
@@ -387,6 +403,8 @@ pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = Wa
     #[cfg(loom)]
     loom_wait_timeout_ns: core::sync::atomic::AtomicU64,
     #[cfg(loom)]
+    loom_reader_wait_ns: core::sync::atomic::AtomicU64,
+    #[cfg(loom)]
     loom_broken: core::sync::atomic::AtomicU8,
 }
 
@@ -413,9 +431,9 @@ pub mod broken {
     /// first and grants them afterwards (wakes them to a free lock): a
     /// barging writer can take it in between.
     pub const WAKE_WITHOUT_GRANT: u8 = 4;
-    /// Readers queued behind a writer at the front do not reserve the
-    /// lock for it (`HANDOFF`): writers may steal from it and starve them.
-    pub const NO_HANDOFF_FOR_READERS: u8 = 5;
+    /// A write unlock never grants readers queued behind a writer at the
+    /// front, however long they waited.
+    pub const NO_READER_BOUND: u8 = 5;
 }
 
 impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, ADAPTIVE, W> {
@@ -444,6 +462,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             list: UnsafeCell::new(WaitList::new()),
             probe: Probe::default(),
             loom_wait_timeout_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
+            loom_reader_wait_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
             loom_broken: core::sync::atomic::AtomicU8::new(0),
         }
     }
@@ -740,7 +759,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             waiter.state.store(W_WAITING, Relaxed);
             // SAFETY: we hold wait_lock.
             unsafe { self.wl_unlock() };
-            if park(&waiter, deadline) {
+            #[cfg(loom)]
+            Probe::hit(&self.probe.parking);
+            let slept = park(&waiter, deadline);
+            #[cfg(loom)]
+            self.probe
+                .parking
+                .fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
+            if slept {
                 events::inc(Event::RwsemSleepReader);
                 #[cfg(loom)]
                 Probe::hit(&self.probe.sleeps);
@@ -823,25 +849,38 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         if o != o & RD_NONSPINNABLE {
             self.owner.store(o & RD_NONSPINNABLE, Relaxed);
         }
-        // Waiters queued: the unlock may have to grant the lock to readers
-        // at the front without ever letting it fall free (a barging
-        // writer would take it between a plain release and the wake-up).
-        // A WAITERS set after this load is seen by the fetch_sub below.
-        if self.count.load(Relaxed) & WAITERS != 0 && !self.is_broken(broken::WAKE_WITHOUT_GRANT)
-        {
-            self.write_unlock_queued();
+        if self.is_broken(broken::WAKE_WITHOUT_GRANT) {
+            // Loom only: release first, wake (and grant) afterwards.
+            let old = self.count.fetch_sub(WRITER_LOCKED, Release);
+            if old & WAITERS != 0 {
+                self.unlock_wake();
+            }
             return;
         }
-        // (0,1,F) -> (0,0,F). Release pairs with the next acquirer's Acquire.
-        let old = self.count.fetch_sub(WRITER_LOCKED, Release);
-        if cfg!(debug_assertions) {
-            assert!(
-                old & WRITER_LOCKED != 0,
-                "klock::RwSem: write unlock of a lock not write-locked (count {old:#x})"
-            );
-        }
-        if old & WAITERS != 0 {
-            self.unlock_wake();
+        // (0,1,F) -> (0,0,F) by CAS, only while WAITERS is clear: with
+        // waiters queued the unlock may have to grant the lock to readers
+        // at the front without ever letting it fall free (a writer could
+        // take it between a plain release and the wake-up), so it goes
+        // through wait_lock. Release pairs with the next acquirer's Acquire.
+        let mut c = self.count.load(Relaxed);
+        loop {
+            if cfg!(debug_assertions) {
+                assert!(
+                    c & WRITER_LOCKED != 0,
+                    "klock::RwSem: write unlock of a lock not write-locked (count {c:#x})"
+                );
+            }
+            if c & WAITERS != 0 {
+                self.write_unlock_queued();
+                return;
+            }
+            match self
+                .count
+                .compare_exchange_weak(c, c - WRITER_LOCKED, Release, Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => c = now,
+            }
         }
     }
 
@@ -860,14 +899,22 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         self.wait_lock.lock();
         // SAFETY: we hold wait_lock; linked waiters are alive.
         let head = unsafe { self.list_head() };
-        if !head.is_null() && unsafe { &*head }.role == Role::Reader {
-            // SAFETY: we hold wait_lock and the write lock; head is linked.
-            unsafe { self.grant_readers(head, true) };
-            events::inc(Event::RwsemUnlockGrant);
+        let reader = if head.is_null() || unsafe { &*head }.role == Role::Reader {
+            head
         } else {
-            // A writer at the front: if readers wait behind it, reserve the
-            // lock for it before releasing (SAFETY: we hold wait_lock).
-            unsafe { self.reserve_for_front_writer() };
+            // SAFETY: we hold wait_lock; head is linked.
+            unsafe { self.starving_reader(head) }
+        };
+        if !reader.is_null() {
+            // SAFETY: we hold wait_lock and the write lock; reader is the
+            // first queued reader.
+            unsafe { self.grant_readers(reader, true) };
+            events::inc(if reader == head {
+                Event::RwsemUnlockGrant
+            } else {
+                Event::RwsemUnlockGrantSkip
+            });
+        } else {
             // (0,1,F) -> (0,0,F). Release as in raw_unlock_exclusive.
             let old = self.count.fetch_sub(WRITER_LOCKED, Release);
             if cfg!(debug_assertions) {
@@ -876,14 +923,8 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                     "klock::RwSem: write unlock of a lock not write-locked (count {old:#x})"
                 );
             }
-            if !head.is_null() {
-                // Wake the front writer even if another writer took the
-                // lock meanwhile (the kernel's RWSEM_WAKE_ANY): it must
-                // run to notice its timeout, or readers queued behind it,
-                // and demand a hand-off. (Already awake: no syscall.)
-                // SAFETY: head is linked, we hold wait_lock.
-                self.wake(unsafe { &*head });
-            }
+            // SAFETY: we hold wait_lock.
+            unsafe { self.wake_front(true) };
         }
         // SAFETY: we hold wait_lock.
         unsafe { self.wl_unlock() };
@@ -1062,7 +1103,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 self.wait_lock.lock();
                 continue;
             }
-            if park(&waiter, deadline) {
+            #[cfg(loom)]
+            Probe::hit(&self.probe.parking);
+            let slept = park(&waiter, deadline);
+            #[cfg(loom)]
+            self.probe
+                .parking
+                .fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
+            if slept {
                 events::inc(Event::RwsemSleepWriter);
                 #[cfg(loom)]
                 Probe::hit(&self.probe.sleeps);
@@ -1338,6 +1386,21 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         wait_timeout_ns()
     }
 
+    /// The reader wait bound for this lock.
+    #[inline]
+    fn reader_wait(&self) -> u64 {
+        #[cfg(loom)]
+        {
+            let ns = self
+                .loom_reader_wait_ns
+                .load(core::sync::atomic::Ordering::Relaxed);
+            if ns != u64::MAX {
+                return ns;
+            }
+        }
+        reader_wait_ns()
+    }
+
     /// An unlock found `WAITERS` with the lock free of holders.
     #[cold]
     #[inline(never)]
@@ -1367,8 +1430,6 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         }
         let h = unsafe { &*head };
         if h.role == Role::Writer {
-            // SAFETY: we hold wait_lock.
-            unsafe { self.reserve_for_front_writer() };
             if wake_writer && self.count.load(Relaxed) & (WRITER_LOCKED | READER_MASK) == 0 {
                 self.wake(h);
             }
@@ -1378,7 +1439,8 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         unsafe { self.grant_readers(head, false) };
     }
 
-    /// Grant the lock to the readers queued from `head` (a reader) on: all
+    /// Grant the lock to the readers queued from `head` (the first queued
+    /// reader; only a write unlock passes one behind a writer) on: all
     /// queued readers, skipping writers, at most [`MAX_READERS_WAKEUP`],
     /// with one CAS on the count; then unlink them and mark them granted
     /// (their futex wake-ups go out after `wait_lock` is released).
@@ -1400,7 +1462,8 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         } else {
             MAX_READERS_WAKEUP
         };
-        let (mut n, mut others) = (0u64, false);
+        // SAFETY: caller holds wait_lock.
+        let (mut n, mut others) = (0u64, head != unsafe { self.list_head() });
         let mut p = head;
         while !p.is_null() {
             // SAFETY: linked waiters are alive.
@@ -1495,44 +1558,34 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         }
     }
 
-    /// Readers wait behind a writer at the front: set `HANDOFF`, so that
-    /// only that writer may take the lock next (no writer steals it,
-    /// spinners stop) and, at its unlock, the readers are granted. Without
-    /// this, writers stealing from the front writer starve every reader
-    /// queued behind it until the front writer's wait timeout.
+    /// The first queued reader, if a writer is at the front (`head`),
+    /// that writer has not demanded a hand-off, and the reader has waited
+    /// at least [`reader_wait_ns`] (at most [`wait_timeout_ns`]); else null.
+    /// A write unlock then grants the readers past that writer: writers
+    /// stealing the lock from the front writer would otherwise starve every
+    /// reader behind it until the front writer's own wait timeout.
     ///
     /// # Safety
-    /// The caller holds wait_lock.
-    unsafe fn reserve_for_front_writer(&self) {
-        if self.is_broken(broken::NO_HANDOFF_FOR_READERS)
-            || self.count.load(Relaxed) & HANDOFF != 0
-        {
-            return;
+    /// The caller holds wait_lock; `head` is the linked first waiter.
+    unsafe fn starving_reader(&self, head: *const Waiter) -> *const Waiter {
+        if self.is_broken(broken::NO_READER_BOUND) || self.count.load(Relaxed) & HANDOFF != 0 {
+            return core::ptr::null();
         }
-        // SAFETY: caller holds wait_lock; linked waiters are alive.
-        let head = unsafe { self.list_head() };
-        if head.is_null() || unsafe { &*head }.role != Role::Writer {
-            return;
-        }
-        // SAFETY: as above.
+        // SAFETY: caller's contract; linked waiters are alive.
         let mut p = unsafe { &*head }.links.next();
         while !p.is_null() {
             // SAFETY: as above.
             let w = unsafe { &*p };
             if w.role == Role::Reader {
-                let bound = self.wait_timeout() / READER_HANDOFF_DIV;
-                if monotonic_ns().saturating_sub(w.since) < bound {
-                    return;
+                let bound = self.wait_timeout().min(self.reader_wait());
+                if monotonic_ns().saturating_sub(w.since) >= bound {
+                    return p;
                 }
-                // Relaxed: as the writer's own hand-off request.
-                self.count.fetch_or(HANDOFF, Relaxed);
-                events::inc(Event::RwsemWlockHandoffReaders);
-                #[cfg(loom)]
-                Probe::hit(&self.probe.handoff_requests);
-                return;
+                break;
             }
             p = w.links.next();
         }
+        core::ptr::null()
     }
 
     /// Wake writer `w` (under wait_lock: it cannot unlink and vanish).
@@ -1814,6 +1867,9 @@ pub struct Probe {
     pub timeouts: std::sync::atomic::AtomicU32,
     pub wake_next_on_leave: std::sync::atomic::AtomicU32,
     pub downgrades: std::sync::atomic::AtomicU32,
+    /// Waiters between releasing wait_lock and returning from `park` now
+    /// (a gauge, not a path count).
+    pub parking: std::sync::atomic::AtomicU32,
 }
 
 #[cfg(loom)]
@@ -1860,6 +1916,23 @@ impl<const R: u8, const A: u8, W: WaitLockRaw> RawRwSemWith<R, A, W> {
         // SAFETY: we hold wait_lock.
         unsafe { self.wl_unlock() };
         empty
+    }
+
+    /// Loom only: this lock's reader wait bound (see [`set_reader_wait_ns`]).
+    #[doc(hidden)]
+    pub fn set_loom_reader_wait_ns(&self, ns: u64) {
+        self.loom_reader_wait_ns
+            .store(ns, core::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Loom only: how many waiters have released wait_lock to park and not
+    /// yet returned from parking (read without any lock, so a model waiting
+    /// on it adds no lock spins).
+    #[doc(hidden)]
+    pub fn waiters_parking(&self) -> u32 {
+        self.probe
+            .parking
+            .load(core::sync::atomic::Ordering::Relaxed)
     }
 }
 
