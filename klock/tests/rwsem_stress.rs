@@ -307,6 +307,8 @@ fn events_move_under_contention() {
         "sleep_writer",
         "wake_readers",
         "wake_writer",
+        "unlock_grant",
+        "grant_skip",
     ] {
         assert!(names.contains(&n), "missing event {n}");
     }
