@@ -14,10 +14,20 @@
 //! When spinning does not make sense, lockers **sleep** in one FIFO wait
 //! list, each on its own futex word. A wake-up of readers takes all
 //! queued readers (skipping writers, at most [`MAX_READERS_WAKEUP`]) and
-//! *grants* them the lock; writers are woken one at a time, in queue
-//! order, and take the lock themselves. A first waiter that has waited
-//! longer than [`wait_timeout_ns`] sets `HANDOFF`: from then on only it
-//! may take the lock.
+//! *grants* them the lock (adds their reader counts on their behalf, the
+//! kernel's `rwsem_mark_wake`): a woken reader returns owning it. Writers
+//! are woken one at a time, in queue order, and take the lock themselves.
+//! A first waiter that has waited longer than [`wait_timeout_ns`] sets
+//! `HANDOFF`: from then on only it may take the lock.
+//!
+//! **Grant at write unlock.** A write unlock that finds `WAITERS` goes
+//! under `wait_lock` while still holding the lock; with readers at the
+//! front its release and their grant are one CAS, so the lock never falls
+//! free and no writer can slip in before them. Writers may steal the lock
+//! from a *writer* at the front; readers queued behind that writer are
+//! granted past it by the next write unlock once the first of them has
+//! waited [`reader_wait_ns`] (bounded by [`wait_timeout_ns`]), so stealing
+//! writers cannot starve them until the front writer's own hand-off.
 //!
 //! # The count word (64 bits)
 //!
@@ -68,7 +78,13 @@
 //! write fast      (0, 0, -)        -> (0, 1, -)          CAS, acquire
 //! write try       (0, 0, F)        -> (0, 1, F-HANDOFF)  CAS, acquire; not if HANDOFF unless we are
 //!                                                        the first waiter
-//! write unlock    (0, 1, F)        -> (0, 0, F)          fetch_sub, release; W: wake front
+//! write unlock    (0, 1, F-W)      -> (0, 0, F)          CAS, release (only while W is clear)
+//! write unlock    (0, 1, F|W)      -> (n, 0, F-HANDOFF[-W if list empties])
+//!   + grant                                              under wait_lock, one CAS, release: readers
+//!                                                        at the front, or behind a front writer
+//!                                                        after reader_wait_ns (no HANDOFF set)
+//! write unlock    (0, 1, F|W)      -> (0, 0, F|W)        under wait_lock, fetch_sub, release; a
+//!   + wake                                               writer at the front: wake it if free
 //! downgrade       (0, 1, F)        -> (1, 0, F)          fetch_add, release; W: grant front readers
 //! queue / leave   (.., F)          -> (.., F|W) / (.., F-W-HANDOFF)   under wait_lock, relaxed
 //! hand-off req.   (.., F)          -> (.., F|HANDOFF)    under wait_lock, relaxed
@@ -118,7 +134,8 @@
 //! # Memory ordering
 //!
 //! The count word is the lock: acquiring RMWs are `Acquire`, releasing
-//! ones `Release`, and **every write to it is an RMW**, so each release
+//! ones `Release` (the write unlock's release-and-grant CAS is `Release`:
+//! the unlocking writer already synchronised with every earlier holder), and **every write to it is an RMW**, so each release
 //! heads a release sequence that later flag RMWs and reader probes do not
 //! break (an acquirer synchronises with every earlier releaser). Flag
 //! RMWs and probe back-outs are `Relaxed`: they are ordered with unlocks
@@ -230,6 +247,7 @@ static GLOBAL_RSPIN: Switch = Switch::new("KLOCK_RWSEM_RSPIN");
 static GLOBAL_ADAPTIVE: Switch = Switch::new("KLOCK_RWSEM_ADAPTIVE");
 static WAIT_TIMEOUT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_WAIT_TIMEOUT_NS);
 static READER_WAIT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_READER_WAIT_NS);
+static READER_WAIT_ENV: std::sync::Once = std::sync::Once::new();
 
 /// The global reader-spinning switch, for locks whose `RSPIN` is
 /// [`GLOBAL`] (the default [`crate::RwSem`]). On unless
@@ -275,7 +293,23 @@ pub fn set_wait_timeout_ns(ns: u64) {
 /// [`wait_timeout_ns`], if shorter) are granted the lock by the next write
 /// unlock, past that writer. Writers stealing the lock from the front
 /// writer cannot starve them longer.
+///
+/// Default [`DEFAULT_READER_WAIT_NS`], or `KLOCK_RWSEM_READER_WAIT_NS`
+/// (read once, at the first call; `max` = no bound) unless
+/// [`set_reader_wait_ns`] was called first.
 pub fn reader_wait_ns() -> u64 {
+    READER_WAIT_ENV.call_once(|| {
+        if let Ok(v) = std::env::var("KLOCK_RWSEM_READER_WAIT_NS") {
+            let ns = if v.trim() == "max" {
+                Some(u64::MAX)
+            } else {
+                v.trim().parse().ok()
+            };
+            if let Some(ns) = ns {
+                READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    });
     READER_WAIT.load(core::sync::atomic::Ordering::Relaxed)
 }
 
@@ -284,6 +318,7 @@ pub fn reader_wait_ns() -> u64 {
 /// that writers wait out); `u64::MAX` leaves readers behind a writer to
 /// that writer's own hand-off ([`wait_timeout_ns`]).
 pub fn set_reader_wait_ns(ns: u64) {
+    READER_WAIT_ENV.call_once(|| {});
     READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
 }
 
@@ -1058,7 +1093,6 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         let timeout = self.wait_timeout();
         let mut first = false;
         let mut handoff_set = false;
-        let mut spin_now = false;
 
         let acquired = loop {
             // Holding wait_lock.
@@ -1091,18 +1125,6 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             }
             // SAFETY: we hold wait_lock.
             unsafe { self.wl_unlock() };
-            if spin_now {
-                // Woken first waiter: spin on a running writer owner (after
-                // the hand-off checks above, so a HANDOFF we demanded keeps
-                // the other spinners off meanwhile).
-                spin_now = false;
-                if self.optimistic_spin(me, Role::Writer, true, deadline) {
-                    self.wait_lock.lock();
-                    break true;
-                }
-                self.wait_lock.lock();
-                continue;
-            }
             #[cfg(loom)]
             Probe::hit(&self.probe.parking);
             let slept = park(&waiter, deadline);
@@ -1120,11 +1142,13 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             if !first && waiter.state.load(Relaxed) == W_WOKEN {
                 first = true;
             }
-            if first && self.try_write(true) {
+            if first
+                && (self.try_write(true)
+                    || (spin && self.optimistic_spin(me, Role::Writer, true, deadline)))
+            {
                 self.wait_lock.lock();
                 break true;
             }
-            spin_now = first && spin;
             self.wait_lock.lock();
         };
 
