@@ -2,7 +2,10 @@
 //! optimistic spinning, the wait list, grants, downgrade, timed locks);
 //! the nonspinnable bits (set only while reader-owned, carried by the
 //! adaptive rules, cleared by a fast-path writer); all queued readers
-//! woken together; a hand-off waiter cannot be overtaken.
+//! woken together; a hand-off waiter cannot be overtaken; a write unlock
+//! grants the reader at the front in the same RMW (no writer gets in
+//! first); readers behind a front writer are granted past it once they
+//! waited their bound.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
@@ -17,7 +20,8 @@
 //!   waker changes it, so a missing wake-up or grant makes it spin until
 //!   loom gives up on the execution (a failure). The lock also asserts,
 //!   under loom, that `WAITERS` is set whenever a waiter is queued.
-//! * Exclusion, reader wake-ups and the hand-off each have a deliberately
+//! * Exclusion, reader wake-ups, the hand-off, the grant at unlock and the
+//!   reader wait bound each have a deliberately
 //!   broken variant of the lock (`klock::rwsem::broken`) that the same
 //!   model must reject.
 #![cfg(loom)]
