@@ -204,6 +204,13 @@ lock_events! {
         RwsemWakeReaders = "wake_readers",
         /// Sleeping writers woken.
         RwsemWakeWriter = "wake_writer",
+        /// A write unlock handed the lock straight to the readers queued at
+        /// the front (release and grant in one RMW; one count per unlock).
+        RwsemUnlockGrant = "unlock_grant",
+        /// A write unlock granted the lock to readers queued behind a writer
+        /// at the front, because they had waited past their bound (one
+        /// count per unlock).
+        RwsemUnlockGrantSkip = "grant_skip",
     }
 }
 

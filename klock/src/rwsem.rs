@@ -14,10 +14,20 @@
 //! When spinning does not make sense, lockers **sleep** in one FIFO wait
 //! list, each on its own futex word. A wake-up of readers takes all
 //! queued readers (skipping writers, at most [`MAX_READERS_WAKEUP`]) and
-//! *grants* them the lock; writers are woken one at a time, in queue
-//! order, and take the lock themselves. A first waiter that has waited
-//! longer than [`wait_timeout_ns`] sets `HANDOFF`: from then on only it
-//! may take the lock.
+//! *grants* them the lock (adds their reader counts on their behalf, the
+//! kernel's `rwsem_mark_wake`): a woken reader returns owning it. Writers
+//! are woken one at a time, in queue order, and take the lock themselves.
+//! A first waiter that has waited longer than [`wait_timeout_ns`] sets
+//! `HANDOFF`: from then on only it may take the lock.
+//!
+//! **Grant at write unlock.** A write unlock that finds `WAITERS` goes
+//! under `wait_lock` while still holding the lock; with readers at the
+//! front its release and their grant are one CAS, so the lock never falls
+//! free and no writer can slip in before them. Writers may steal the lock
+//! from a *writer* at the front; readers queued behind that writer are
+//! granted past it by the next write unlock once the first of them has
+//! waited [`reader_wait_ns`] (bounded by [`wait_timeout_ns`]), so stealing
+//! writers cannot starve them until the front writer's own hand-off.
 //!
 //! # The count word (64 bits)
 //!
@@ -68,7 +78,13 @@
 //! write fast      (0, 0, -)        -> (0, 1, -)          CAS, acquire
 //! write try       (0, 0, F)        -> (0, 1, F-HANDOFF)  CAS, acquire; not if HANDOFF unless we are
 //!                                                        the first waiter
-//! write unlock    (0, 1, F)        -> (0, 0, F)          fetch_sub, release; W: wake front
+//! write unlock    (0, 1, F-W)      -> (0, 0, F)          CAS, release (only while W is clear)
+//! write unlock    (0, 1, F|W)      -> (n, 0, F-HANDOFF[-W if list empties])
+//!   + grant                                              under wait_lock, one CAS, release: readers
+//!                                                        at the front, or behind a front writer
+//!                                                        after reader_wait_ns (no HANDOFF set)
+//! write unlock    (0, 1, F|W)      -> (0, 0, F|W)        under wait_lock, fetch_sub, release; a
+//!   + wake                                               writer at the front: wake it if free
 //! downgrade       (0, 1, F)        -> (1, 0, F)          fetch_add, release; W: grant front readers
 //! queue / leave   (.., F)          -> (.., F|W) / (.., F-W-HANDOFF)   under wait_lock, relaxed
 //! hand-off req.   (.., F)          -> (.., F|HANDOFF)    under wait_lock, relaxed
@@ -118,7 +134,8 @@
 //! # Memory ordering
 //!
 //! The count word is the lock: acquiring RMWs are `Acquire`, releasing
-//! ones `Release`, and **every write to it is an RMW**, so each release
+//! ones `Release` (the write unlock's release-and-grant CAS is `Release`:
+//! the unlocking writer already synchronised with every earlier holder), and **every write to it is an RMW**, so each release
 //! heads a release sequence that later flag RMWs and reader probes do not
 //! break (an acquirer synchronises with every earlier releaser). Flag
 //! RMWs and probe back-outs are `Relaxed`: they are ordered with unlocks
@@ -191,6 +208,8 @@ pub const RSPIN_MAX_NS: u64 = 25_000;
 /// Default for [`wait_timeout_ns`]: 4 ms (the kernel's `RWSEM_WAIT_TIMEOUT`
 /// order of magnitude).
 pub const DEFAULT_WAIT_TIMEOUT_NS: u64 = 4_000_000;
+/// Default for [`reader_wait_ns`]: 125 µs.
+pub const DEFAULT_READER_WAIT_NS: u64 = 125_000;
 /// Writer-owner spins give each new owner a fresh budget, up to this many.
 pub const MAX_OWNER_BUDGETS: u64 = 4;
 
@@ -227,6 +246,8 @@ fn check_due(n: u32) -> bool {
 static GLOBAL_RSPIN: Switch = Switch::new("KLOCK_RWSEM_RSPIN");
 static GLOBAL_ADAPTIVE: Switch = Switch::new("KLOCK_RWSEM_ADAPTIVE");
 static WAIT_TIMEOUT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_WAIT_TIMEOUT_NS);
+static READER_WAIT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_READER_WAIT_NS);
+static READER_WAIT_ENV: std::sync::Once = std::sync::Once::new();
 
 /// The global reader-spinning switch, for locks whose `RSPIN` is
 /// [`GLOBAL`] (the default [`crate::RwSem`]). On unless
@@ -265,6 +286,40 @@ pub fn wait_timeout_ns() -> u64 {
 /// waiter demands the lock at once.
 pub fn set_wait_timeout_ns(ns: u64) {
     WAIT_TIMEOUT.store(ns, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// The reader wait bound (ns): readers queued behind a writer at the
+/// front of the wait list that have waited this long (or
+/// [`wait_timeout_ns`], if shorter) are granted the lock by the next write
+/// unlock, past that writer. Writers stealing the lock from the front
+/// writer cannot starve them longer.
+///
+/// Default [`DEFAULT_READER_WAIT_NS`], or `KLOCK_RWSEM_READER_WAIT_NS`
+/// (read once, at the first call; `max` = no bound) unless
+/// [`set_reader_wait_ns`] was called first.
+pub fn reader_wait_ns() -> u64 {
+    READER_WAIT_ENV.call_once(|| {
+        if let Ok(v) = std::env::var("KLOCK_RWSEM_READER_WAIT_NS") {
+            let ns = if v.trim() == "max" {
+                Some(u64::MAX)
+            } else {
+                v.trim().parse().ok()
+            };
+            if let Some(ns) = ns {
+                READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    });
+    READER_WAIT.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// Set the reader wait bound (ns) for all rw-semaphores: smaller is fairer
+/// to readers and costs writer throughput (each grant starts a read phase
+/// that writers wait out); `u64::MAX` leaves readers behind a writer to
+/// that writer's own hand-off ([`wait_timeout_ns`]).
+pub fn set_reader_wait_ns(ns: u64) {
+    READER_WAIT_ENV.call_once(|| {});
+    READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
 }
 
 #[inline(always)]
@@ -383,6 +438,8 @@ pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = Wa
     #[cfg(loom)]
     loom_wait_timeout_ns: core::sync::atomic::AtomicU64,
     #[cfg(loom)]
+    loom_reader_wait_ns: core::sync::atomic::AtomicU64,
+    #[cfg(loom)]
     loom_broken: core::sync::atomic::AtomicU8,
 }
 
@@ -405,6 +462,13 @@ pub mod broken {
     pub const GRANT_ONE_READER: u8 = 2;
     /// Write trylocks ignore `HANDOFF`.
     pub const IGNORE_HANDOFF: u8 = 3;
+    /// A write unlock with readers queued at the front releases the lock
+    /// first and grants them afterwards (wakes them to a free lock): a
+    /// barging writer can take it in between.
+    pub const WAKE_WITHOUT_GRANT: u8 = 4;
+    /// A write unlock never grants readers queued behind a writer at the
+    /// front, however long they waited.
+    pub const NO_READER_BOUND: u8 = 5;
 }
 
 impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, ADAPTIVE, W> {
@@ -433,6 +497,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             list: UnsafeCell::new(WaitList::new()),
             probe: Probe::default(),
             loom_wait_timeout_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
+            loom_reader_wait_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
             loom_broken: core::sync::atomic::AtomicU8::new(0),
         }
     }
@@ -729,7 +794,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             waiter.state.store(W_WAITING, Relaxed);
             // SAFETY: we hold wait_lock.
             unsafe { self.wl_unlock() };
-            if park(&waiter, deadline) {
+            #[cfg(loom)]
+            Probe::hit(&self.probe.parking);
+            let slept = park(&waiter, deadline);
+            #[cfg(loom)]
+            self.probe
+                .parking
+                .fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
+            if slept {
                 events::inc(Event::RwsemSleepReader);
                 #[cfg(loom)]
                 Probe::hit(&self.probe.sleeps);
@@ -812,17 +884,85 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         if o != o & RD_NONSPINNABLE {
             self.owner.store(o & RD_NONSPINNABLE, Relaxed);
         }
-        // (0,1,F) -> (0,0,F). Release pairs with the next acquirer's Acquire.
-        let old = self.count.fetch_sub(WRITER_LOCKED, Release);
-        if cfg!(debug_assertions) {
-            assert!(
-                old & WRITER_LOCKED != 0,
-                "klock::RwSem: write unlock of a lock not write-locked (count {old:#x})"
-            );
+        if self.is_broken(broken::WAKE_WITHOUT_GRANT) {
+            // Loom only: release first, wake (and grant) afterwards.
+            let old = self.count.fetch_sub(WRITER_LOCKED, Release);
+            if old & WAITERS != 0 {
+                self.unlock_wake();
+            }
+            return;
         }
-        if old & WAITERS != 0 {
-            self.unlock_wake();
+        // (0,1,F) -> (0,0,F) by CAS, only while WAITERS is clear: with
+        // waiters queued the unlock may have to grant the lock to readers
+        // at the front without ever letting it fall free (a writer could
+        // take it between a plain release and the wake-up), so it goes
+        // through wait_lock. Release pairs with the next acquirer's Acquire.
+        let mut c = self.count.load(Relaxed);
+        loop {
+            if cfg!(debug_assertions) {
+                assert!(
+                    c & WRITER_LOCKED != 0,
+                    "klock::RwSem: write unlock of a lock not write-locked (count {c:#x})"
+                );
+            }
+            if c & WAITERS != 0 {
+                self.write_unlock_queued();
+                return;
+            }
+            match self
+                .count
+                .compare_exchange_weak(c, c - WRITER_LOCKED, Release, Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => c = now,
+            }
         }
+    }
+
+    /// Write unlock with waiters queued (the kernel's `rwsem_mark_wake`
+    /// done at release time). Under `wait_lock`, still holding the lock:
+    /// * readers at the front: our release and their grant are **one**
+    ///   RMW, `(0,1,F) -> (n,0,F-HANDOFF[-W])`, so the lock never falls
+    ///   free and no writer can slip in before the woken readers, who
+    ///   return owning it;
+    /// * a writer at the front: a plain release, then the writer is woken
+    ///   to compete (writers may steal from writers; its `HANDOFF` bounds
+    ///   that).
+    #[cold]
+    #[inline(never)]
+    fn write_unlock_queued(&self) {
+        self.wait_lock.lock();
+        // SAFETY: we hold wait_lock; linked waiters are alive.
+        let head = unsafe { self.list_head() };
+        let reader = if head.is_null() || unsafe { &*head }.role == Role::Reader {
+            head
+        } else {
+            // SAFETY: we hold wait_lock; head is linked.
+            unsafe { self.starving_reader(head) }
+        };
+        if !reader.is_null() {
+            // SAFETY: we hold wait_lock and the write lock; reader is the
+            // first queued reader.
+            unsafe { self.grant_readers(reader, true) };
+            events::inc(if reader == head {
+                Event::RwsemUnlockGrant
+            } else {
+                Event::RwsemUnlockGrantSkip
+            });
+        } else {
+            // (0,1,F) -> (0,0,F). Release as in raw_unlock_exclusive.
+            let old = self.count.fetch_sub(WRITER_LOCKED, Release);
+            if cfg!(debug_assertions) {
+                assert!(
+                    old & WRITER_LOCKED != 0,
+                    "klock::RwSem: write unlock of a lock not write-locked (count {old:#x})"
+                );
+            }
+            // SAFETY: we hold wait_lock.
+            unsafe { self.wake_front(true) };
+        }
+        // SAFETY: we hold wait_lock.
+        unsafe { self.wl_unlock() };
     }
 
     /// Turn our write lock into a read lock, without letting any writer in
@@ -985,7 +1125,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             }
             // SAFETY: we hold wait_lock.
             unsafe { self.wl_unlock() };
-            if park(&waiter, deadline) {
+            #[cfg(loom)]
+            Probe::hit(&self.probe.parking);
+            let slept = park(&waiter, deadline);
+            #[cfg(loom)]
+            self.probe
+                .parking
+                .fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
+            if slept {
                 events::inc(Event::RwsemSleepWriter);
                 #[cfg(loom)]
                 Probe::hit(&self.probe.sleeps);
@@ -1263,6 +1410,21 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         wait_timeout_ns()
     }
 
+    /// The reader wait bound for this lock.
+    #[inline]
+    fn reader_wait(&self) -> u64 {
+        #[cfg(loom)]
+        {
+            let ns = self
+                .loom_reader_wait_ns
+                .load(core::sync::atomic::Ordering::Relaxed);
+            if ns != u64::MAX {
+                return ns;
+            }
+        }
+        reader_wait_ns()
+    }
+
     /// An unlock found `WAITERS` with the lock free of holders.
     #[cold]
     #[inline(never)]
@@ -1297,13 +1459,35 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             }
             return;
         }
+        // SAFETY: caller holds wait_lock; head is linked.
+        unsafe { self.grant_readers(head, false) };
+    }
+
+    /// Grant the lock to the readers queued from `head` (the first queued
+    /// reader; only a write unlock passes one behind a writer) on: all
+    /// queued readers, skipping writers, at most [`MAX_READERS_WAKEUP`],
+    /// with one CAS on the count; then unlink them and mark them granted
+    /// (their futex wake-ups go out after `wait_lock` is released).
+    ///
+    /// `unlocking`: the caller holds the write lock and releases it in the
+    /// same CAS (write unlock, `(0,1,F) -> (n,0,F')`). Otherwise the lock
+    /// must be free of writers: if a writer holds it nothing is granted,
+    /// and a front reader that has waited too long requests a hand-off.
+    ///
+    /// # Safety
+    /// The caller holds wait_lock (and, if `unlocking`, the write lock);
+    /// `head` is the linked first waiter, a reader.
+    unsafe fn grant_readers(&self, head: *const Waiter, unlocking: bool) {
+        // SAFETY: caller's contract.
+        let h = unsafe { &*head };
         // Readers to grant, and whether anybody stays queued.
         let cap = if self.is_broken(broken::GRANT_ONE_READER) {
             1
         } else {
             MAX_READERS_WAKEUP
         };
-        let (mut n, mut others) = (0u64, false);
+        // SAFETY: caller holds wait_lock.
+        let (mut n, mut others) = (0u64, head != unsafe { self.list_head() });
         let mut p = head;
         while !p.is_null() {
             // SAFETY: linked waiters are alive.
@@ -1317,7 +1501,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         }
         let mut c = self.count.load(Relaxed);
         loop {
-            if c & WRITER_LOCKED != 0 {
+            if unlocking {
+                if cfg!(debug_assertions) {
+                    assert!(
+                        c & WRITER_LOCKED != 0,
+                        "klock::RwSem: write unlock of a lock not write-locked (count {c:#x})"
+                    );
+                }
+            } else if c & WRITER_LOCKED != 0 {
                 if c & HANDOFF == 0 && monotonic_ns().saturating_sub(h.since) >= self.wait_timeout()
                 {
                     // Relaxed: as the writer's hand-off request.
@@ -1329,13 +1520,19 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 return;
             }
             let mut new = c.wrapping_add(n * READER_BIAS) & !HANDOFF;
+            if unlocking {
+                new &= !WRITER_LOCKED;
+            }
             if !others {
                 new &= !WAITERS;
             }
-            // Acquire (for the readers we grant) pairs with the Release of
-            // the last write unlock; the grantees synchronise with us
-            // through their futex words.
-            match self.count.compare_exchange_weak(c, new, Acquire, Relaxed) {
+            // Unlocking: Release (our write section) pairs with the Acquire
+            // of the next writer, through the readers' release sequence.
+            // Otherwise: Acquire (for the readers we grant) pairs with the
+            // Release of the last write unlock. Either way the grantees
+            // synchronise with us through their futex words.
+            let ord = if unlocking { Release } else { Acquire };
+            match self.count.compare_exchange_weak(c, new, ord, Relaxed) {
                 Ok(_) => break,
                 Err(now) => c = now,
             }
@@ -1383,6 +1580,36 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 .max_group
                 .fetch_max(n as u32, core::sync::atomic::Ordering::Relaxed);
         }
+    }
+
+    /// The first queued reader, if a writer is at the front (`head`),
+    /// that writer has not demanded a hand-off, and the reader has waited
+    /// at least [`reader_wait_ns`] (at most [`wait_timeout_ns`]); else null.
+    /// A write unlock then grants the readers past that writer: writers
+    /// stealing the lock from the front writer would otherwise starve every
+    /// reader behind it until the front writer's own wait timeout.
+    ///
+    /// # Safety
+    /// The caller holds wait_lock; `head` is the linked first waiter.
+    unsafe fn starving_reader(&self, head: *const Waiter) -> *const Waiter {
+        if self.is_broken(broken::NO_READER_BOUND) || self.count.load(Relaxed) & HANDOFF != 0 {
+            return core::ptr::null();
+        }
+        // SAFETY: caller's contract; linked waiters are alive.
+        let mut p = unsafe { &*head }.links.next();
+        while !p.is_null() {
+            // SAFETY: as above.
+            let w = unsafe { &*p };
+            if w.role == Role::Reader {
+                let bound = self.wait_timeout().min(self.reader_wait());
+                if monotonic_ns().saturating_sub(w.since) >= bound {
+                    return p;
+                }
+                break;
+            }
+            p = w.links.next();
+        }
+        core::ptr::null()
     }
 
     /// Wake writer `w` (under wait_lock: it cannot unlink and vanish).
@@ -1664,6 +1891,9 @@ pub struct Probe {
     pub timeouts: std::sync::atomic::AtomicU32,
     pub wake_next_on_leave: std::sync::atomic::AtomicU32,
     pub downgrades: std::sync::atomic::AtomicU32,
+    /// Waiters between releasing wait_lock and returning from `park` now
+    /// (a gauge, not a path count).
+    pub parking: std::sync::atomic::AtomicU32,
 }
 
 #[cfg(loom)]
@@ -1710,6 +1940,23 @@ impl<const R: u8, const A: u8, W: WaitLockRaw> RawRwSemWith<R, A, W> {
         // SAFETY: we hold wait_lock.
         unsafe { self.wl_unlock() };
         empty
+    }
+
+    /// Loom only: this lock's reader wait bound (see [`set_reader_wait_ns`]).
+    #[doc(hidden)]
+    pub fn set_loom_reader_wait_ns(&self, ns: u64) {
+        self.loom_reader_wait_ns
+            .store(ns, core::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Loom only: how many waiters have released wait_lock to park and not
+    /// yet returned from parking (read without any lock, so a model waiting
+    /// on it adds no lock spins).
+    #[doc(hidden)]
+    pub fn waiters_parking(&self) -> u32 {
+        self.probe
+            .parking
+            .load(core::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -2,7 +2,10 @@
 //! optimistic spinning, the wait list, grants, downgrade, timed locks);
 //! the nonspinnable bits (set only while reader-owned, carried by the
 //! adaptive rules, cleared by a fast-path writer); all queued readers
-//! woken together; a hand-off waiter cannot be overtaken.
+//! woken together; a hand-off waiter cannot be overtaken; a write unlock
+//! grants the reader at the front in the same RMW (no writer gets in
+//! first); readers behind a front writer are granted past it once they
+//! waited their bound.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
@@ -17,7 +20,8 @@
 //!   waker changes it, so a missing wake-up or grant makes it spin until
 //!   loom gives up on the execution (a failure). The lock also asserts,
 //!   under loom, that `WAITERS` is set whenever a waiter is queued.
-//! * Exclusion, reader wake-ups and the hand-off each have a deliberately
+//! * Exclusion, reader wake-ups, the hand-off, the grant at unlock and the
+//!   reader wait bound each have a deliberately
 //!   broken variant of the lock (`klock::rwsem::broken`) that the same
 //!   model must reject.
 #![cfg(loom)]
@@ -485,4 +489,149 @@ fn broken_handoff_is_caught() {
     expect_failure("loom should have found the overtaken waiter", || {
         handoff_model(broken::IGNORE_HANDOFF);
     });
+}
+
+// ---------------------------------------------------------------------------
+// Grant at write unlock: a barging writer cannot get in before the readers
+// that the unlock let go.
+
+fn unlock_grant_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    builder().check(move || {
+        let l = Arc::new(Lock::<OFF, OFF>::new());
+        l.set_loom_broken(broken_mode);
+        let reader_in = Arc::new(AtomicBool::new(false));
+        let g = l.raw_lock_exclusive();
+        let r = {
+            let (l, reader_in) = (l.clone(), reader_in.clone());
+            loom::thread::spawn(move || {
+                let _r = l.raw_lock_shared();
+                reader_in.store(true, Relaxed);
+                unsafe { l.raw_unlock_shared() };
+            })
+        };
+        // The reader is queued at the front (and off wait_lock) before we
+        // unlock.
+        while l.waiters_parking() == 0 {
+            loom::thread::yield_now();
+        }
+        // A writer that arrives behind the reader: before, during or after
+        // our unlock.
+        let w = {
+            let (l, reader_in) = (l.clone(), reader_in.clone());
+            loom::thread::spawn(move || {
+                let g = l.raw_lock_exclusive();
+                assert!(
+                    reader_in.load(Relaxed),
+                    "a writer took the lock before the reader the unlock let go"
+                );
+                unsafe { l.raw_unlock_exclusive(g) };
+            })
+        };
+        unsafe { l.raw_unlock_exclusive(g) };
+        r.join().unwrap();
+        w.join().unwrap();
+        assert_eq!(l.count_word(), 0);
+        assert!(l.wait_list_is_empty());
+        c.add(l.probe());
+    });
+    eprintln!("coverage: {cov:?}");
+    cov
+}
+
+/// A write unlock with a reader queued at the front grants it the lock in
+/// the same RMW that releases the write lock: a writer arriving after the
+/// unlock cannot take the lock before that reader.
+#[test]
+fn unlock_grants_front_reader_before_any_writer() {
+    let cov = unlock_grant_model(0);
+    assert!(cov.grants.load(Relaxed) > 0);
+}
+
+/// The model can fail: an unlock that releases first and grants after
+/// (a wake-up to a free lock) lets the arriving writer in first.
+#[test]
+fn broken_wake_without_grant_is_caught() {
+    expect_failure(
+        "loom should have found the writer barging past the reader",
+        || {
+            unlock_grant_model(broken::WAKE_WITHOUT_GRANT);
+        },
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Reader wait bound: readers queued behind a writer at the front are granted
+// past it by a write unlock once they waited `reader_wait_ns` (here 0).
+
+fn reader_bound_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    builder().check(move || {
+        let l = Arc::new(Lock::<OFF, OFF>::new());
+        l.set_loom_broken(broken_mode);
+        // Readers behind a front writer are granted at the next write
+        // unlock at once; the writer's own hand-off (4 ms of loom clock)
+        // never comes.
+        l.set_loom_reader_wait_ns(0);
+        let reader_in = Arc::new(AtomicBool::new(false));
+        let g = l.raw_lock_exclusive();
+        let w = {
+            let (l, reader_in) = (l.clone(), reader_in.clone());
+            loom::thread::spawn(move || {
+                let g = l.raw_lock_exclusive();
+                let r = reader_in.load(Relaxed);
+                unsafe { l.raw_unlock_exclusive(g) };
+                r
+            })
+        };
+        // The writer queued first (and is off wait_lock), then the reader.
+        while l.waiters_parking() == 0 {
+            loom::thread::yield_now();
+        }
+        let r = {
+            let (l, reader_in) = (l.clone(), reader_in.clone());
+            loom::thread::spawn(move || {
+                let _r = l.raw_lock_shared();
+                reader_in.store(true, Relaxed);
+                unsafe { l.raw_unlock_shared() };
+            })
+        };
+        while l.waiters_parking() < 2 {
+            loom::thread::yield_now();
+        }
+        // Writer at the front, reader behind it: our unlock grants the
+        // reader past the writer.
+        unsafe { l.raw_unlock_exclusive(g) };
+        r.join().unwrap();
+        assert!(
+            w.join().unwrap(),
+            "the reader stayed queued behind the front writer past its bound"
+        );
+        assert_eq!(l.count_word(), 0);
+        assert!(l.wait_list_is_empty());
+        c.add(l.probe());
+    });
+    eprintln!("coverage: {cov:?}");
+    cov
+}
+
+/// A reader queued behind a writer at the front that has waited its bound
+/// is granted the lock by the next write unlock, before that writer.
+#[test]
+fn starving_reader_granted_past_front_writer() {
+    let cov = reader_bound_model(0);
+    assert!(cov.grants.load(Relaxed) > 0);
+}
+
+/// The model can fail: without the bound the front writer goes first.
+#[test]
+fn broken_no_reader_bound_is_caught() {
+    expect_failure(
+        "loom should have found the reader left behind the writer",
+        || {
+            reader_bound_model(broken::NO_READER_BOUND);
+        },
+    );
 }
