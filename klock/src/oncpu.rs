@@ -45,6 +45,7 @@ use core::sync::atomic::{
     AtomicBool, AtomicPtr, AtomicU32,
     Ordering::{Acquire, Relaxed, Release},
 };
+#[cfg(not(loom))]
 use std::sync::OnceLock;
 
 /// The owner-running oracle.

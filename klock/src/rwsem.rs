@@ -152,7 +152,7 @@ use crate::osq::Osq;
 use crate::spin::cpu_relax;
 use crate::switch::Switch;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
-use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, UnsafeCell};
+use crate::sync::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, UnsafeCell};
 use crate::sys::{self, monotonic_ns};
 use crate::thread;
 use crate::waitlist::{
@@ -208,8 +208,11 @@ pub const RSPIN_MAX_NS: u64 = 25_000;
 /// Default for [`wait_timeout_ns`]: 4 ms (the kernel's `RWSEM_WAIT_TIMEOUT`
 /// order of magnitude).
 pub const DEFAULT_WAIT_TIMEOUT_NS: u64 = 4_000_000;
-/// Default for [`reader_wait_ns`]: 125 µs.
-pub const DEFAULT_READER_WAIT_NS: u64 = 125_000;
+/// Default for [`reader_wait_ns`]: no bound (`u64::MAX`), the kernel's
+/// policy: readers queued behind a writer wait for that writer, whose own
+/// hand-off bounds the wait. A finite bound makes the rwsem fairer to
+/// readers at a large cost in throughput (see the README).
+pub const DEFAULT_READER_WAIT_NS: u64 = u64::MAX;
 /// Writer-owner spins give each new owner a fresh budget, up to this many.
 pub const MAX_OWNER_BUDGETS: u64 = 4;
 
@@ -433,6 +436,11 @@ pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = Wa
     spin: SpinStats,
     /// FIFO of sleeping waiters.
     list: UnsafeCell<WaitList<Waiter>>,
+    /// Hint for write unlocks: a reader is at the front of `list`, so the
+    /// unlock must grant it through wait_lock. Written under wait_lock
+    /// (before the `WAITERS` RMW when a reader queues first), read by the
+    /// unlocker after it saw `WAITERS`; a stale answer only costs fairness.
+    front_reader: AtomicBool,
     #[cfg(loom)]
     probe: Probe,
     #[cfg(loom)]
@@ -482,6 +490,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             wait_lock: W::INIT,
             spin: SpinStats::new(),
             list: UnsafeCell::new(WaitList::new()),
+            front_reader: AtomicBool::new(false),
         }
     }
 
@@ -495,6 +504,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             wait_lock: W::new_unlocked(),
             spin: SpinStats::new(),
             list: UnsafeCell::new(WaitList::new()),
+            front_reader: AtomicBool::new(false),
             probe: Probe::default(),
             loom_wait_timeout_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
             loom_reader_wait_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
@@ -757,11 +767,13 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         // return; unwinding aborts).
         let bomb = AbortOnUnwind("RwSem");
         if unsafe { self.list_push(wp) } {
-            // Relaxed: ordered with unlocks by the word's modification
-            // order (see lock_sleep in mutex.rs: an unlock after this RMW
-            // sees WAITERS and wakes; one before it is seen by the check
-            // below).
-            self.count.fetch_or(WAITERS, Relaxed);
+            // First in the queue: tell write unlocks to grant us.
+            self.front_reader.store(true, Relaxed);
+            // Ordered with unlocks by the word's modification order (see
+            // lock_sleep in mutex.rs: an unlock after this RMW sees WAITERS
+            // and wakes; one before it is seen by the check below).
+            // Release: publishes `front_reader` to the unlocker's fence.
+            self.count.fetch_or(WAITERS, Release);
         }
         if self.count.load(Relaxed) & WRITER_LOCKED == 0 {
             // No writer: the front (maybe us) may go now.
@@ -906,7 +918,20 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 );
             }
             if c & WAITERS != 0 {
-                self.write_unlock_queued();
+                // Through wait_lock only when a grant may be due: a reader
+                // at the front (or readers may be granted past a front
+                // writer). A writer at the front is woken after a plain
+                // release, as before, without holding the lock longer.
+                // Acquire fence: pairs with the Release `WAITERS` RMW of a
+                // reader queueing first, so its `front_reader` is seen.
+                fence(Acquire);
+                if self.front_reader.load(Relaxed) || self.reader_wait() != u64::MAX {
+                    self.write_unlock_queued();
+                    return;
+                }
+                // (0,1,F) -> (0,0,F). Release as below.
+                self.count.fetch_sub(WRITER_LOCKED, Release);
+                self.unlock_wake();
                 return;
             }
             match self
@@ -1086,8 +1111,9 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         // SAFETY (list accesses below): as in read_sleep.
         let bomb = AbortOnUnwind("RwSem");
         if unsafe { self.list_push(wp) } {
-            // Relaxed: as in read_sleep.
-            self.count.fetch_or(WAITERS, Relaxed);
+            // First in the queue, a writer: as in read_sleep.
+            self.front_reader.store(false, Relaxed);
+            self.count.fetch_or(WAITERS, Release);
         }
         let start = monotonic_ns();
         let timeout = self.wait_timeout();
@@ -1650,6 +1676,13 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// The caller holds wait_lock.
     #[inline]
     unsafe fn wl_unlock(&self) {
+        // The front may have changed under wait_lock: refresh the hint.
+        // SAFETY: we hold wait_lock; linked waiters are alive.
+        let head = unsafe { self.list_head() };
+        let reader = !head.is_null() && unsafe { &*head }.role == Role::Reader;
+        if self.front_reader.load(Relaxed) != reader {
+            self.front_reader.store(reader, Relaxed);
+        }
         // SAFETY: forwarded contract.
         unsafe { self.wait_lock.unlock() };
         wake_pending();
