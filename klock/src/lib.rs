@@ -7,7 +7,8 @@
 //! Locks: [`qspinlock`] (the queued spinlock, [`SpinLock`]), [`mutex`]
 //! (the optimistic-spinning mutex, [`Mutex`], with [`Condvar`]), built on
 //! [`osq`] (the optimistic spin queue) and [`oncpu`] (the owner-running
-//! oracle), and [`rtmutex`] (the priority-inheritance mutex, [`RtMutex`],
+//! oracle; with feature `bpf`, `oncpu_bpf`: the exact one, from an eBPF
+//! `sched_switch` program), and [`rtmutex`] (the priority-inheritance mutex, [`RtMutex`],
 //! with [`rt`] helpers for real-time threads).
 //!
 //! Instruments: [`events`] (per-lock-type event counters, feature `events`).
