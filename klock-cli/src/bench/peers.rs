@@ -529,21 +529,26 @@ mod tests {
             lock: L::new(),
             n: UnsafeCell::new(0),
         });
+        // Time-bounded as well: FIFO spinlocks (ticket) crawl when the
+        // threads outnumber free CPUs, e.g. next to other tests.
+        let t0 = std::time::Instant::now();
         let hs: Vec<_> = (0..4)
             .map(|_| {
                 let s = s.clone();
                 std::thread::spawn(move || {
-                    for _ in 0..20_000u32 {
+                    let mut done = 0u64;
+                    while done < 20_000 && t0.elapsed() < std::time::Duration::from_secs(1) {
                         // SAFETY: under the lock.
                         s.lock.write(|| unsafe { *s.n.get() += 1 });
+                        done += 1;
                     }
+                    done
                 })
             })
             .collect();
-        for h in hs {
-            h.join().unwrap();
-        }
-        assert_eq!(unsafe { *s.n.get() }, 80_000);
+        let total: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        assert!(total > 0);
+        assert_eq!(unsafe { *s.n.get() }, total);
     }
 
     #[test]
@@ -566,8 +571,17 @@ mod tests {
             let l = Arc::new(L::new());
             let l2 = l.clone();
             // Inside a read section, another thread's read must get in.
+            // A lock that does not share would block it: fail after a
+            // while instead of hanging (the panic ends our read section,
+            // which lets the other reader finish).
             l.read(|| {
-                std::thread::spawn(move || l2.read(|| 1)).join().unwrap();
+                let (tx, rx) = std::sync::mpsc::channel();
+                std::thread::spawn(move || tx.send(l2.read(|| 1)));
+                assert_eq!(
+                    rx.recv_timeout(std::time::Duration::from_secs(10)),
+                    Ok(1),
+                    "a second reader could not get in during a read section"
+                );
             });
         }
         shares::<StdRwLock>();

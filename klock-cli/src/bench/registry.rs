@@ -2,6 +2,8 @@
 
 use super::klocks::*;
 use super::peers::*;
+use super::stat::{Runners, Stat};
+use super::treelock;
 use super::workload::{run, RunOutcome, Workload};
 
 /// A lock as the CLI names it.
@@ -18,10 +20,14 @@ pub struct LockEntry {
     pub about: &'static str,
     /// Run one measurement with a fresh lock of this type.
     pub run: fn(&Workload) -> Result<RunOutcome, String>,
+    /// How the treelock suite and `klock stat` run this type.
+    pub runners: Runners,
 }
 
+/// `entry!(Type, id, lock, variant, shared, about)`; a type without a
+/// `TryBench` impl (no lockstat tracking) adds `[untracked]` after `Type`.
 macro_rules! entry {
-    ($ty:ty, $id:expr, $lock:expr, $variant:expr, $shared:expr, $about:expr) => {
+    ($ty:ty $( [$untracked:ident] )?, $id:expr, $lock:expr, $variant:expr, $shared:expr, $about:expr) => {
         LockEntry {
             id: $id,
             lock: $lock,
@@ -29,7 +35,18 @@ macro_rules! entry {
             shared: $shared,
             about: $about,
             run: run::<$ty>,
+            runners: entry!(@runners $ty $( [$untracked] )?),
         }
+    };
+    (@runners $ty:ty) => {
+        Runners {
+            tree: treelock::run::<$ty>,
+            tree_tracked: Some(treelock::run::<Stat<$ty>>),
+            tracked: Some(run::<Stat<$ty>>),
+        }
+    };
+    (@runners $ty:ty [untracked]) => {
+        Runners { tree: treelock::run::<$ty>, tree_tracked: None, tracked: None }
     };
 }
 
@@ -235,7 +252,7 @@ pub fn all() -> Vec<LockEntry> {
             "klock::RtMutex with userspace spinning off (fast paths + kernel PI only)"
         ),
         entry!(
-            super::pi::PthreadPi,
+            super::pi::PthreadPi[untracked],
             "pthread-pi",
             "pthread-mutex",
             "prio-inherit",
@@ -243,7 +260,7 @@ pub fn all() -> Vec<LockEntry> {
             "glibc pthread_mutex_t with PTHREAD_PRIO_INHERIT"
         ),
         entry!(
-            super::pi::PiFutexLock,
+            super::pi::PiFutexLock[untracked],
             "pi-futex",
             "pi-futex",
             "raw",

@@ -7,10 +7,9 @@
 //! [`klock::lockstat::Tracked`]). The untracked benchmark types contain no
 //! lockstat code: tracking is this separate wrapper type.
 
-use super::klocks::*;
 use super::peers::*;
 use super::treelock::{self, TreeWork};
-use super::workload::{self, RunOutcome, Workload};
+use super::workload::{RunOutcome, Workload};
 use super::Plan;
 use klock::lockstat::{self, Class, LockStat, Mode, Report};
 use std::panic::Location;
@@ -111,61 +110,6 @@ pub struct Runners {
     pub tracked: Option<Run<Workload>>,
 }
 
-macro_rules! runners {
-    ( $( $id:literal => $ty:ty $( [$untracked:ident] )? , )* ) => {
-        /// The runners of lock `id`, if it has them.
-        pub fn runners(id: &str) -> Option<Runners> {
-            match id {
-                $( $id => Some(runners!(@one $ty $( [$untracked] )?)), )*
-                _ => None,
-            }
-        }
-        /// Lock ids that have runners.
-        pub const RUNNABLE: &[&str] = &[ $( $id ),* ];
-    };
-    (@one $ty:ty) => {
-        Runners {
-            tree: treelock::run::<$ty>,
-            tree_tracked: Some(treelock::run::<Stat<$ty>>),
-            tracked: Some(workload::run::<Stat<$ty>>),
-        }
-    };
-    (@one $ty:ty [untracked]) => {
-        Runners { tree: treelock::run::<$ty>, tree_tracked: None, tracked: None }
-    };
-}
-
-// One line per lock id of the registry. A lock type without a `TryBench`
-// impl can still run treelock untracked: `"id" => Type [untracked],`.
-runners! {
-    "qspinlock" => QSpin<{ klock::qspinlock::DEFAULT_PENDING_LOOPS }>,
-    "qspinlock-pl0" => QSpin<0>,
-    "qspinlock-rmw" => QSpinRmw,
-    "mutex" => KMutex<{ klock::mutex::OWNER_SPIN }>,
-    "mutex-bpf" => OnBpf<KMutex<{ klock::mutex::OWNER_SPIN }>>,
-    "mutex-nospin" => KMutex<{ klock::mutex::NO_OWNER_SPIN }>,
-    "mutex-qwait" => KMutex<{ klock::mutex::OWNER_SPIN }, klock::RawQSpinLock>,
-    "qrwlock" => QRw,
-    "rwsem" => RwSem<{ klock::rwsem::ON }, { klock::rwsem::ON }>,
-    "rwsem-bpf" => OnBpf<RwSem<{ klock::rwsem::ON }, { klock::rwsem::ON }>>,
-    "rwsem-rspin" => RwSem<{ klock::rwsem::ON }, { klock::rwsem::OFF }>,
-    "rwsem-nospin" => RwSem<{ klock::rwsem::OFF }, { klock::rwsem::OFF }>,
-    "std-mutex" => StdMutex,
-    "parking_lot" => ParkingLotMutex,
-    "pthread" => PthreadNormal,
-    "pthread-adaptive" => PthreadAdaptive,
-    "pthread-spin" => PthreadSpin,
-    "ticket" => TicketLock,
-    "ttas" => TtasLock,
-    "std-rwlock" => StdRwLock,
-    "parking_lot-rwlock" => ParkingLotRwLock,
-    "pthread-rwlock" => PthreadRwLock,
-    "rtmutex" => RtSpin,
-    "rtmutex-nospin" => RtNoSpin,
-    "pthread-pi" => super::pi::PthreadPi [untracked],
-    "pi-futex" => super::pi::PiFutexLock [untracked],
-}
-
 /// The thread counts `klock stat` uses when none are given: the suite's
 /// only count if it has one, else 4.
 fn default_stat_threads(plan: &Plan) -> Vec<usize> {
@@ -184,15 +128,14 @@ pub fn execute(plans: &mut [Plan], threads_given: bool) -> Result<(), String> {
             plan.threads = default_stat_threads(plan);
         }
         for l in &plan.locks {
-            let r = runners(l.id);
-            if r.and_then(|r| r.tracked).is_none() {
+            if l.runners.tracked.is_none() {
                 return Err(format!(
                     "lock '{}' cannot be tracked (no TryBench impl). Trackable: {}",
                     l.id,
-                    RUNNABLE
+                    super::registry::all()
                         .iter()
-                        .filter(|id| runners(id).is_some_and(|r| r.tracked.is_some()))
-                        .copied()
+                        .filter(|e| e.runners.tracked.is_some())
+                        .map(|e| e.id)
                         .collect::<Vec<_>>()
                         .join(", ")
                 ));
@@ -207,7 +150,7 @@ pub fn execute(plans: &mut [Plan], threads_given: bool) -> Result<(), String> {
         };
         let is_tree = plan.suite.name == treelock::NAME;
         for l in &plan.locks {
-            let r = runners(l.id).expect("checked above");
+            let r = l.runners;
             for &t in &plan.threads {
                 let class = if plan.threads.len() == 1 {
                     l.id.to_string()
@@ -261,16 +204,7 @@ pub fn execute(plans: &mut [Plan], threads_given: bool) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_registry_lock_has_runners() {
-        for e in super::super::registry::all() {
-            assert!(runners(e.id).is_some(), "{} lacks runners", e.id);
-        }
-        for id in RUNNABLE {
-            super::super::registry::find(id).unwrap();
-        }
-    }
+    use crate::bench::klocks::QRw;
 
     /// Tracked runs count every operation: acquisitions = ops.
     #[test]

@@ -356,12 +356,7 @@ pub fn lockmeter_threads(threads: &[usize], cpus: usize) -> usize {
 }
 
 fn runners_of(id: &str) -> Result<Runners, String> {
-    stat::runners(id).ok_or_else(|| {
-        format!(
-            "lock '{id}' has no treelock runner; valid: {} (add it to `runners!` in klock-cli/src/bench/stat.rs)",
-            stat::RUNNABLE.join(", ")
-        )
-    })
+    super::registry::find(id).map(|e| e.runners)
 }
 
 /// Check that every lock of the plan can run this suite.
