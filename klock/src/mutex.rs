@@ -271,10 +271,7 @@ pub const OWNER_SPIN: u8 = 1;
 /// Per-lock spin mode: never spin, go to sleep (kernel `NO_OWNER_SPIN`).
 pub const NO_OWNER_SPIN: u8 = 2;
 
-/// New owners' extra budgets: a spinner that keeps losing the lock to
-/// other threads gives each new owner a fresh budget, up to this many
-/// budgets in all (when the oracle cannot tell whether owners run).
-pub const MAX_OWNER_BUDGETS: u64 = 4;
+pub use crate::oncpu::MAX_OWNER_BUDGETS;
 
 /// Default for [`handoff_ns`]: 4 ms, the kernel's order of magnitude.
 pub const DEFAULT_HANDOFF_NS: u64 = 4_000_000;
@@ -295,14 +292,6 @@ fn spin_cap() -> u32 {
     } else {
         (sys::online_cpus().saturating_sub(1)).clamp(1, u32::MAX as usize) as u32
     }
-}
-
-/// Whether spin iteration `n` should read the clock (and ask the oracle):
-/// once per [`CLOCK_EVERY`](crate::spin::CLOCK_EVERY) iterations; under
-/// loom every iteration, so that budgets end after a few steps.
-#[inline(always)]
-fn check_due(n: u32) -> bool {
-    cfg!(loom) || n % crate::spin::CLOCK_EVERY == 0
 }
 
 // Global switches. Plain std atomics: configuration, not synchronisation.
@@ -765,7 +754,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             let mut n = 0u32;
             let head = self.osq.lock_with(slot, || {
                 n = n.wrapping_add(1);
-                if !check_due(n) {
+                if !crate::spin::clock_due(n) {
                     return false;
                 }
                 if oracle.should_yield() {
@@ -809,7 +798,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
                 }
             }
             i = i.wrapping_add(1);
-            if check_due(i) {
+            if crate::spin::clock_due(i) {
                 if oracle.should_yield() {
                     break Err(SpinFail::Yield);
                 }
@@ -974,14 +963,8 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     #[inline]
     fn handoff_bound(&self) -> u64 {
         #[cfg(loom)]
-        {
-            let ns = self
-                .loom_handoff_ns
-                .load(core::sync::atomic::Ordering::Relaxed);
-            if ns != u64::MAX {
-                return ns;
-            }
-        }
+        return crate::sync::loom_tunable(&self.loom_handoff_ns, handoff_ns);
+        #[cfg(not(loom))]
         handoff_ns()
     }
 

@@ -370,6 +370,10 @@ pub const MAX_SPIN_NS: u64 = 20_000;
 pub const FALLBACK_SPIN_NS: u64 = 2_000;
 /// A lock's budget is at most this many base budgets.
 pub const MAX_BUDGET_FACTOR: u64 = 8;
+/// New owners' extra budgets (mutex and rwsem writer spinning): a spinner
+/// that keeps losing the lock to other threads gives each new owner a
+/// fresh budget, up to this many budgets in all.
+pub const MAX_OWNER_BUDGETS: u64 = 4;
 
 /// The base spin budget in ns: half a futex wait/wake round trip, measured
 /// once on first use (see the module docs).

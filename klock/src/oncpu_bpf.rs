@@ -810,8 +810,8 @@ mod sys {
 
     pub(super) fn prog_load(insns: &[Insn], kind: Kind) -> Result<OwnedFd, BpfError> {
         // The kernel lets only GPL-compatible programs read `task_struct`
-        // through BTF (the tp_btf hook), so the 37 instructions, klock's
-        // own, are declared dual MIT/GPL to the kernel.
+        // through BTF (the tp_btf hook), so the program, klock's
+        // own instructions, is declared dual MIT/GPL to the kernel.
         let license = c"Dual MIT/GPL";
         let mut log = vec![0u8; 64 * 1024];
         let (prog_type, expected_attach_type, attach_btf_id) = match kind {

@@ -534,7 +534,7 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
                 }
             }
             i = i.wrapping_add(1);
-            if cfg!(loom) || i % crate::spin::CLOCK_EVERY == 0 {
+            if crate::spin::clock_due(i) {
                 if oracle.should_yield() {
                     break Err(SpinFail::Yield);
                 }

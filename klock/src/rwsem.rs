@@ -20,14 +20,15 @@
 //! A first waiter that has waited longer than [`wait_timeout_ns`] sets
 //! `HANDOFF`: from then on only it may take the lock.
 //!
-//! **Grant at write unlock.** A write unlock that finds `WAITERS` goes
-//! under `wait_lock` while still holding the lock; with readers at the
-//! front its release and their grant are one CAS, so the lock never falls
-//! free and no writer can slip in before them. Writers may steal the lock
-//! from a *writer* at the front; readers queued behind that writer are
-//! granted past it by the next write unlock once the first of them has
-//! waited [`reader_wait_ns`] (bounded by [`wait_timeout_ns`]), so stealing
-//! writers cannot starve them until the front writer's own hand-off.
+//! **Grant at write unlock.** A write unlock that finds `WAITERS` and a
+//! reader at the front (the `front_reader` hint) goes under `wait_lock`
+//! while still holding the lock: its release and the readers' grant are
+//! one CAS, so the lock never falls free and no writer can slip in before
+//! them. With a writer at the front it releases, then wakes that writer.
+//! Writers may steal the lock from a *writer* at the front; readers queued
+//! behind it wait for its hand-off (the kernel's policy) unless the
+//! optional reader wait bound ([`reader_wait_ns`], off by default) lets the
+//! next write unlock grant them past it.
 //!
 //! # The count word (64 bits)
 //!
@@ -83,8 +84,8 @@
 //!   + grant                                              under wait_lock, one CAS, release: readers
 //!                                                        at the front, or behind a front writer
 //!                                                        after reader_wait_ns (no HANDOFF set)
-//! write unlock    (0, 1, F|W)      -> (0, 0, F|W)        under wait_lock, fetch_sub, release; a
-//!   + wake                                               writer at the front: wake it if free
+//! write unlock    (0, 1, F|W)      -> (0, 0, F|W)        fetch_sub, release; a writer at the
+//!   + wake                                               front: wake it (under wait_lock) if free
 //! downgrade       (0, 1, F)        -> (1, 0, F)          fetch_add, release; W: grant front readers
 //! queue / leave   (.., F)          -> (.., F|W) / (.., F-W-HANDOFF)   under wait_lock, relaxed
 //! hand-off req.   (.., F)          -> (.., F|HANDOFF)    under wait_lock, relaxed
@@ -213,8 +214,7 @@ pub const DEFAULT_WAIT_TIMEOUT_NS: u64 = 4_000_000;
 /// hand-off bounds the wait. A finite bound makes the rwsem fairer to
 /// readers at a large cost in throughput (see the README).
 pub const DEFAULT_READER_WAIT_NS: u64 = u64::MAX;
-/// Writer-owner spins give each new owner a fresh budget, up to this many.
-pub const MAX_OWNER_BUDGETS: u64 = 4;
+pub use crate::oncpu::MAX_OWNER_BUDGETS;
 
 /// Per-lock switch value: follow the global switch.
 pub const GLOBAL: u8 = 0;
@@ -235,14 +235,6 @@ pub fn rspin_threshold_ns(readers: u64) -> u64 {
             .saturating_add(readers.saturating_mul(RSPIN_PER_READER_NS))
             .min(RSPIN_MAX_NS)
     }
-}
-
-/// Whether spin iteration `n` should read the clock: every
-/// [`CLOCK_EVERY`](crate::spin::CLOCK_EVERY) (16) iterations; under loom
-/// every iteration.
-#[inline(always)]
-fn check_due(n: u32) -> bool {
-    cfg!(loom) || n % crate::spin::CLOCK_EVERY == 0
 }
 
 // ---- global switches (configuration, not synchronisation: std atomics) ----
@@ -904,11 +896,32 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             }
             return;
         }
-        // (0,1,F) -> (0,0,F) by CAS, only while WAITERS is clear: with
-        // waiters queued the unlock may have to grant the lock to readers
-        // at the front without ever letting it fall free (a writer could
-        // take it between a plain release and the wake-up), so it goes
-        // through wait_lock. Release pairs with the next acquirer's Acquire.
+        // (0,1,F) -> (0,0,F) while WAITERS is clear: one CAS. Release
+        // pairs with the next acquirer's Acquire. Anything else (waiters,
+        // a lost race) goes to the slow path.
+        let c = self.count.load(Relaxed);
+        // Debug builds: a lock that is not write-locked goes to the slow
+        // path, which reports the misuse.
+        if c & WAITERS != 0
+            || (cfg!(debug_assertions) && c & WRITER_LOCKED == 0)
+            || self
+                .count
+                .compare_exchange(c, c.wrapping_sub(WRITER_LOCKED), Release, Relaxed)
+                .is_err()
+        {
+            self.write_unlock_slow();
+        }
+    }
+
+    /// Write unlock with waiters queued, or after the fast path's CAS lost
+    /// a race. `(0,1,F) -> (0,0,F)` by CAS, only while WAITERS is clear: with
+    /// waiters queued the unlock may have to grant the lock to readers at
+    /// the front without ever letting it fall free (a writer could take it
+    /// between a plain release and the wake-up), so it goes through
+    /// wait_lock. Release pairs with the next acquirer's Acquire.
+    #[cold]
+    #[inline(never)]
+    fn write_unlock_slow(&self) {
         let mut c = self.count.load(Relaxed);
         loop {
             if cfg!(debug_assertions) {
@@ -929,7 +942,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                     self.write_unlock_queued();
                     return;
                 }
-                // (0,1,F) -> (0,0,F). Release as below.
+                // (0,1,F) -> (0,0,F). Release as above.
                 self.count.fetch_sub(WRITER_LOCKED, Release);
                 self.unlock_wake();
                 return;
@@ -1283,7 +1296,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             let mut n = 0u32;
             let head = self.osq.lock_with(slot, || {
                 n = n.wrapping_add(1);
-                if !check_due(n) {
+                if !crate::spin::clock_due(n) {
                     return false;
                 }
                 if oracle.should_yield() {
@@ -1321,7 +1334,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 break Ok(());
             }
             i = i.wrapping_add(1);
-            let due = check_due(i);
+            let due = crate::spin::clock_due(i);
             if c & WRITER_LOCKED != 0 {
                 reader_phase_end = None;
                 let owner = if o & READER_OWNED == 0 {
@@ -1425,14 +1438,8 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     #[inline]
     fn wait_timeout(&self) -> u64 {
         #[cfg(loom)]
-        {
-            let ns = self
-                .loom_wait_timeout_ns
-                .load(core::sync::atomic::Ordering::Relaxed);
-            if ns != u64::MAX {
-                return ns;
-            }
-        }
+        return crate::sync::loom_tunable(&self.loom_wait_timeout_ns, wait_timeout_ns);
+        #[cfg(not(loom))]
         wait_timeout_ns()
     }
 
@@ -1440,14 +1447,8 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     #[inline]
     fn reader_wait(&self) -> u64 {
         #[cfg(loom)]
-        {
-            let ns = self
-                .loom_reader_wait_ns
-                .load(core::sync::atomic::Ordering::Relaxed);
-            if ns != u64::MAX {
-                return ns;
-            }
-        }
+        return crate::sync::loom_tunable(&self.loom_reader_wait_ns, reader_wait_ns);
+        #[cfg(not(loom))]
         reader_wait_ns()
     }
 
@@ -1998,6 +1999,19 @@ mod tests {
     use super::*;
     use lock_api::{RawRwLock as _, RawRwLockDowngrade as _, RawRwLockTimed as _};
     use std::time::Instant;
+
+    /// Debug builds report a write unlock of a lock nobody write-locked
+    /// (the fast path sends it to the checking slow path).
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "write unlock of a lock not write-locked")]
+    fn debug_write_unlock_of_unlocked_lock_panics() {
+        let (held, free) = (RawRwSem::new(), RawRwSem::new());
+        let g = held.lock_exclusive();
+        // SAFETY: deliberately wrong (the guard is `held`'s); the debug
+        // check panics before anything is written.
+        unsafe { free.unlock_exclusive(g) };
+    }
 
     type Spin = RawRwSemWith<ON, ON>;
     type NoSpin = RawRwSemWith<OFF, OFF>;

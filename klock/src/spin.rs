@@ -8,6 +8,14 @@ use crate::sys::monotonic_ns;
 /// Read the clock once per this many spin iterations.
 pub const CLOCK_EVERY: u32 = 16;
 
+/// Whether spin iteration `n` should read the clock (and ask the oracle):
+/// once per [`CLOCK_EVERY`] iterations; under loom every iteration, so
+/// that budgets end after a few model steps.
+#[inline(always)]
+pub(crate) fn clock_due(n: u32) -> bool {
+    cfg!(loom) || n % CLOCK_EVERY == 0
+}
+
 /// One busy-wait iteration (`PAUSE` on x86; a yield under loom).
 #[inline(always)]
 pub fn cpu_relax() {

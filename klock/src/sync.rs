@@ -50,3 +50,15 @@ impl<T: ?Sized> UnsafeCell<T> {
 
 #[cfg(loom)]
 pub use loom::cell::UnsafeCell;
+
+/// A tunable (in ns) that a loom model may override per lock: the
+/// override when set (`u64::MAX` means unset), else `global()`. Without
+/// loom, locks carry no override and call `global()` directly.
+#[cfg(loom)]
+#[inline]
+pub fn loom_tunable(over: &core::sync::atomic::AtomicU64, global: fn() -> u64) -> u64 {
+    match over.load(Ordering::Relaxed) {
+        u64::MAX => global(),
+        ns => ns,
+    }
+}

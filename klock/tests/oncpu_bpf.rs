@@ -12,12 +12,22 @@ use std::time::{Duration, Instant};
 /// The program is process-global: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// Say why a test does not run here, or fail if `KLOCK_REQUIRE_BPF` is
+/// set (CI, as root: every one of these tests must run there).
+fn skip(why: &str) {
+    assert!(
+        std::env::var_os("KLOCK_REQUIRE_BPF").is_none(),
+        "KLOCK_REQUIRE_BPF is set but this test cannot run: {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
 /// Load the program, or say why the test is skipped (not root).
 fn setup() -> Option<std::sync::MutexGuard<'static, ()>> {
     let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: the bpf oracle needs root");
+        skip("the bpf oracle needs root");
         return None;
     }
     // As root it must load: a failure here is a real failure.
@@ -53,7 +63,7 @@ fn two_cpus() -> bool {
     let ok =
         klock::sys::online_cpus() >= 2 && klock::rt::cpu_allowed(0) && klock::rt::cpu_allowed(1);
     if !ok {
-        eprintln!("skipped: needs CPUs 0 and 1");
+        skip("needs CPUs 0 and 1");
     }
     ok
 }
@@ -153,7 +163,7 @@ fn a_thread_blocked_in_a_futex_reads_as_off_cpu() {
 fn a_thread_preempted_by_a_pinned_hog_reads_as_off_cpu() {
     let Some(_g) = setup() else { return };
     if let Some(why) = klock::rt::rt_unavailable_reason(0) {
-        eprintln!("skipped: {why}");
+        skip(&why);
         return;
     }
     if !two_cpus() {

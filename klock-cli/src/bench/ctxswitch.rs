@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 pub const NAME: &str = "ctxswitch";
 
 /// The variants, as (id, variant, table label, hook).
-const VARIANTS: [(&str, &str, &str, Hook); 3] = [
+pub(super) const VARIANTS: [(&str, &str, &str, Hook); 3] = [
     ("pingpong", "bpf=off", "not loaded", Hook::Off),
     (
         "pingpong-bpf-tracepoint",
@@ -38,7 +38,7 @@ const VARIANTS: [(&str, &str, &str, Hook); 3] = [
 ];
 
 #[derive(Clone, Copy, PartialEq)]
-enum Hook {
+pub(super) enum Hook {
     Off,
     Tracepoint,
     TpBtf,

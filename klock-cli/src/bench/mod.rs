@@ -58,8 +58,8 @@ pub struct Plan {
 impl Plan {
     pub fn points(&self) -> usize {
         if self.suite.name == ctxswitch::NAME {
-            // Hook off and on, whatever the locks.
-            return 2;
+            // One point per hook variant, whatever the locks.
+            return ctxswitch::VARIANTS.len();
         }
         self.locks.len() * self.threads.len()
     }
@@ -139,26 +139,24 @@ impl Options {
             .iter()
             .map(|&name| {
                 let suite = suites::find(name)?;
-                let ids: Vec<&str> = if self.locks.is_empty() {
-                    // The eBPF-oracle variants run where the program
-                    // loads; elsewhere the suite runs without them.
-                    suite
-                        .default_locks
-                        .iter()
-                        .copied()
-                        .filter(|id| !registry::needs_bpf(id) || bpf_or_note())
-                        .collect()
+                let defaults = self.locks.is_empty();
+                let ids: Vec<&str> = if defaults {
+                    suite.default_locks.to_vec()
                 } else {
-                    let ids: Vec<&str> = self.locks.iter().map(|s| s.as_str()).collect();
-                    if let Some(id) = ids.iter().find(|id| registry::needs_bpf(id)) {
-                        klocks::bpf_available().map_err(|e| format!("lock '{id}': {e}"))?;
-                    }
-                    ids
+                    self.locks.iter().map(|s| s.as_str()).collect()
                 };
-                let locks = ids
+                let mut locks = ids
                     .iter()
                     .map(|id| registry::find(id))
                     .collect::<Result<Vec<_>, _>>()?;
+                // Locks run under the eBPF oracle need the program to load:
+                // a suite's own list leaves them out where it cannot
+                // (saying so once); naming one is then an error.
+                if defaults {
+                    locks.retain(|l| !l.needs_bpf() || bpf_or_note());
+                } else if let Some(l) = locks.iter().find(|l| l.needs_bpf()) {
+                    klocks::bpf_available().map_err(|e| format!("lock '{}': {e}", l.id))?;
+                }
                 let mut threads = if self.threads.is_empty() {
                     suite.default_threads.to_vec()
                 } else {

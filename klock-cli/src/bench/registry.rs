@@ -22,6 +22,8 @@ pub struct LockEntry {
     pub run: fn(&Workload) -> Result<RunOutcome, String>,
     /// How the treelock suite and `klock stat` run this type.
     pub runners: Runners,
+    /// The oracle its runs need ([`BenchLock::oracle`]).
+    pub oracle: Option<klock::oncpu::OracleKind>,
 }
 
 /// `entry!(Type, id, lock, variant, shared, about)`; a type without a
@@ -36,6 +38,7 @@ macro_rules! entry {
             about: $about,
             run: run::<$ty>,
             runners: entry!(@runners $ty $( [$untracked] )?),
+            oracle: <$ty as BenchLock>::oracle(),
         }
     };
     (@runners $ty:ty) => {
@@ -50,9 +53,11 @@ macro_rules! entry {
     };
 }
 
-/// Whether lock `id` runs under the eBPF oracle (feature `bpf`, root).
-pub fn needs_bpf(id: &str) -> bool {
-    id.ends_with("-bpf")
+impl LockEntry {
+    /// Whether this lock runs under the eBPF oracle (feature `bpf`, root).
+    pub fn needs_bpf(&self) -> bool {
+        self.oracle == Some(klock::oncpu::OracleKind::Bpf)
+    }
 }
 
 /// All locks, klock's first, then the peers.

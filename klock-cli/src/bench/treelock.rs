@@ -16,16 +16,15 @@
 use super::peers::BenchLock;
 use super::report::{rate, Machine, ResultFile, ResultRow};
 use super::stat::{self, Runners};
-use super::workload::{ns_to_iters, Role, RunOutcome};
+use super::workload::{measure, ns_to_iters, spin_iters, Role, RunOutcome};
 use super::Plan;
 use crossbeam_utils::CachePadded;
 use indicatif::ProgressBar;
 use std::cell::UnsafeCell;
 use std::fmt::Write as _;
-use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The suite's name.
 pub const NAME: &str = "treelock";
@@ -174,28 +173,6 @@ struct Arena<L> {
 // side only read).
 unsafe impl<L: Sync> Sync for Arena<L> {}
 
-#[inline(never)]
-fn busy(iters: u64) {
-    let mut x = 0u64;
-    for i in 0..iters {
-        x = black_box(x.wrapping_add(i));
-    }
-    black_box(x);
-}
-
-fn events_delta(
-    before: &[(&'static str, u64)],
-    after: Vec<(&'static str, u64)>,
-) -> Vec<(&'static str, u64)> {
-    after
-        .into_iter()
-        .map(|(k, v)| {
-            let b = before.iter().find(|e| e.0 == k).map_or(0, |e| e.1);
-            (k, v.saturating_sub(b))
-        })
-        .collect()
-}
-
 /// Run `w` once on a fresh lock of type `L` and a freshly populated tree.
 /// Errors if the lock failed to exclude (lost writes, or a lookup that
 /// missed a key that is always present).
@@ -247,7 +224,7 @@ fn run_once<L: BenchLock>(w: &TreeWork) -> Result<RunOutcome, String> {
                     let (mut n, mut nw) = (0u64, 0u64);
                     start.wait();
                     while !stop.load(Ordering::Relaxed) {
-                        busy(outside);
+                        spin_iters(outside);
                         rng ^= rng << 13;
                         rng ^= rng >> 7;
                         rng ^= rng << 17;
@@ -284,32 +261,14 @@ fn run_once<L: BenchLock>(w: &TreeWork) -> Result<RunOutcome, String> {
         })
         .collect::<Result<_, _>>()?;
 
-    let snap = |c: &[CachePadded<AtomicU64>]| -> Vec<u64> {
-        c.iter().map(|a| a.load(Ordering::Relaxed)).collect()
-    };
-    start.wait();
-    std::thread::sleep(w.warmup);
-    let (c0, u0, e0, t0) = (
-        snap(&counts),
-        super::workload::usage(),
-        L::events(),
-        Instant::now(),
-    );
-    std::thread::sleep(w.duration);
-    let (c1, u1, e1, elapsed) = (
-        snap(&counts),
-        super::workload::usage(),
-        L::events(),
-        t0.elapsed(),
-    );
-    stop.store(true, Ordering::Relaxed);
-    let mut panicked = false;
-    for h in handles {
-        panicked |= h.join().is_err();
-    }
-    if panicked {
-        return Err("a benchmark thread panicked".into());
-    }
+    let outcome = measure::<L>(
+        &start,
+        &counts,
+        &stop,
+        handles,
+        (w.warmup, w.duration),
+        |_| Role::Writer,
+    )?;
     let made: u64 = writes.iter().map(|a| a.load(Ordering::Relaxed)).sum();
     // SAFETY: all threads joined.
     let seen = unsafe { (*arena.data.get()).writes };
@@ -319,16 +278,7 @@ fn run_once<L: BenchLock>(w: &TreeWork) -> Result<RunOutcome, String> {
             misses.load(Ordering::Relaxed)
         ));
     }
-    Ok(RunOutcome {
-        elapsed_s: elapsed.as_secs_f64(),
-        per_thread: (0..threads)
-            .map(|i| (Role::Writer, c1[i] - c0[i]))
-            .collect(),
-        cpu_s: u1.since(u0).cpu_s,
-        ctx_voluntary: u1.since(u0).nvcsw,
-        ctx_involuntary: u1.since(u0).nivcsw,
-        events: events_delta(&e0, e1),
-    })
+    Ok(outcome)
 }
 
 // --- the suite ------------------------------------------------------------

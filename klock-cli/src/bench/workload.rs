@@ -139,8 +139,9 @@ fn iters_per_us() -> f64 {
     })
 }
 
+/// Busy work: `n` loop iterations (see [`ns_to_iters`]).
 #[inline(never)]
-fn spin_iters(n: u64) {
+pub fn spin_iters(n: u64) {
     let mut x = 0u64;
     for i in 0..n {
         x = black_box(x.wrapping_add(i));
@@ -220,6 +221,46 @@ fn events_delta(
             (k, v.saturating_sub(b))
         })
         .collect()
+}
+
+/// The measured window of a run whose threads wait on `start`, count
+/// their operations in `counts` and stop on `stop`: release them, let
+/// them warm up, measure for `duration`, stop and join them. Returns the
+/// window as a [`RunOutcome`] (`role(i)`: thread `i`'s role), or an error
+/// if a thread panicked. The caller checks exclusion afterwards.
+pub fn measure<L: BenchLock>(
+    start: &Barrier,
+    counts: &[CachePadded<AtomicU64>],
+    stop: &AtomicBool,
+    handles: Vec<std::thread::JoinHandle<()>>,
+    (warmup, duration): (Duration, Duration),
+    role: impl Fn(usize) -> Role,
+) -> Result<RunOutcome, String> {
+    let snap = || -> Vec<u64> { counts.iter().map(|a| a.load(Ordering::Relaxed)).collect() };
+    start.wait();
+    std::thread::sleep(warmup);
+    let (c0, u0, e0, t0) = (snap(), usage(), L::events(), Instant::now());
+    std::thread::sleep(duration);
+    let (c1, u1, e1, elapsed) = (snap(), usage(), L::events(), t0.elapsed());
+    stop.store(true, Ordering::Relaxed);
+    let mut panicked = false;
+    for h in handles {
+        panicked |= h.join().is_err();
+    }
+    if panicked {
+        return Err("a benchmark thread panicked".into());
+    }
+    let used = u1.since(u0);
+    Ok(RunOutcome {
+        elapsed_s: elapsed.as_secs_f64(),
+        per_thread: (0..counts.len())
+            .map(|i| (role(i), c1[i] - c0[i]))
+            .collect(),
+        cpu_s: used.cpu_s,
+        ctx_voluntary: used.nvcsw,
+        ctx_involuntary: used.nivcsw,
+        events: events_delta(&e0, e1),
+    })
 }
 
 /// Run `w` once on a fresh lock of type `L` (under its oracle).
@@ -305,22 +346,14 @@ fn run_once<L: BenchLock>(w: &Workload) -> Result<RunOutcome, String> {
         })
         .collect::<Result<_, _>>()?;
 
-    let snap = |c: &[CachePadded<AtomicU64>]| -> Vec<u64> {
-        c.iter().map(|a| a.load(Ordering::Relaxed)).collect()
-    };
-    start.wait();
-    std::thread::sleep(w.warmup);
-    let (c0, u0, e0, t0) = (snap(&counts), usage(), L::events(), Instant::now());
-    std::thread::sleep(w.duration);
-    let (c1, u1, e1, elapsed) = (snap(&counts), usage(), L::events(), t0.elapsed());
-    stop.store(true, Ordering::Relaxed);
-    let mut panicked = false;
-    for h in handles {
-        panicked |= h.join().is_err();
-    }
-    if panicked {
-        return Err("a benchmark thread panicked".into());
-    }
+    let outcome = measure::<L>(
+        &start,
+        &counts,
+        &stop,
+        handles,
+        (w.warmup, w.duration),
+        |i| w.role(i),
+    )?;
 
     // Every thread has stopped: check the lock excluded writers.
     let total_writes: u64 = (0..threads)
@@ -339,14 +372,7 @@ fn run_once<L: BenchLock>(w: &Workload) -> Result<RunOutcome, String> {
         ));
     }
 
-    Ok(RunOutcome {
-        elapsed_s: elapsed.as_secs_f64(),
-        per_thread: (0..threads).map(|i| (w.role(i), c1[i] - c0[i])).collect(),
-        cpu_s: u1.since(u0).cpu_s,
-        ctx_voluntary: u1.since(u0).nvcsw,
-        ctx_involuntary: u1.since(u0).nivcsw,
-        events: events_delta(&e0, e1),
-    })
+    Ok(outcome)
 }
 
 #[inline]

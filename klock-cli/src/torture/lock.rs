@@ -280,6 +280,24 @@ impl<L: BenchLock, const S: bool> TortureLock for Peer<L, S> {
     }
 }
 
+/// A std lock guard taken the way `how` says: blocking, or with the try
+/// form (`None` when it would block). Poisoning is ignored: torture
+/// checks exclusion itself.
+fn std_guard<G>(
+    how: How,
+    block: impl FnOnce() -> std::sync::LockResult<G>,
+    try_: impl FnOnce() -> std::sync::TryLockResult<G>,
+) -> Option<G> {
+    match how {
+        How::Block => Some(block().unwrap_or_else(|e| e.into_inner())),
+        _ => match try_() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        },
+    }
+}
+
 /// `std::sync::Mutex` with its `try_lock`.
 pub struct StdMx(std::sync::Mutex<()>);
 
@@ -290,14 +308,7 @@ impl TortureLock for StdMx {
         Self(std::sync::Mutex::new(()))
     }
     fn write<T>(&self, how: How, f: impl FnOnce() -> T) -> Option<T> {
-        let _g = match how {
-            How::Block => self.0.lock().unwrap_or_else(|e| e.into_inner()),
-            _ => match self.0.try_lock() {
-                Ok(g) => g,
-                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return None,
-            },
-        };
+        let _g = std_guard(how, || self.0.lock(), || self.0.try_lock())?;
         Some(f())
     }
 }
@@ -313,25 +324,11 @@ impl TortureLock for StdRw {
         Self(std::sync::RwLock::new(()))
     }
     fn write<T>(&self, how: How, f: impl FnOnce() -> T) -> Option<T> {
-        let _g = match how {
-            How::Block => self.0.write().unwrap_or_else(|e| e.into_inner()),
-            _ => match self.0.try_write() {
-                Ok(g) => g,
-                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return None,
-            },
-        };
+        let _g = std_guard(how, || self.0.write(), || self.0.try_write())?;
         Some(f())
     }
     fn read<T>(&self, how: How, f: impl FnOnce() -> T) -> Option<T> {
-        let _g = match how {
-            How::Block => self.0.read().unwrap_or_else(|e| e.into_inner()),
-            _ => match self.0.try_read() {
-                Ok(g) => g,
-                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return None,
-            },
-        };
+        let _g = std_guard(how, || self.0.read(), || self.0.try_read())?;
         Some(f())
     }
 }
