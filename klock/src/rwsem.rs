@@ -798,18 +798,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             waiter.state.store(W_WAITING, Relaxed);
             // SAFETY: we hold wait_lock.
             unsafe { self.wl_unlock() };
-            #[cfg(loom)]
-            Probe::hit(&self.probe.parking);
-            let slept = park(&waiter, deadline);
-            #[cfg(loom)]
-            self.probe
-                .parking
-                .fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
-            if slept {
-                events::inc(Event::RwsemSleepReader);
-                #[cfg(loom)]
-                Probe::hit(&self.probe.sleeps);
-            }
+            self.park_counted(&waiter, deadline, Event::RwsemSleepReader);
             // Acquire: as above.
             if waiter.state.load(Acquire) == W_GRANTED {
                 // The granter touches our futex word only under wait_lock
@@ -1164,18 +1153,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             }
             // SAFETY: we hold wait_lock.
             unsafe { self.wl_unlock() };
-            #[cfg(loom)]
-            Probe::hit(&self.probe.parking);
-            let slept = park(&waiter, deadline);
-            #[cfg(loom)]
-            self.probe
-                .parking
-                .fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
-            if slept {
-                events::inc(Event::RwsemSleepWriter);
-                #[cfg(loom)]
-                Probe::hit(&self.probe.sleeps);
-            }
+            self.park_counted(&waiter, deadline, Event::RwsemSleepWriter);
             // Only the front waiter is ever woken; a woken writer is first
             // and stays first (waiters ahead can only leave).
             if !first && waiter.state.load(Relaxed) == W_WOKEN {
@@ -1450,6 +1428,24 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         return crate::sync::loom_tunable(&self.loom_reader_wait_ns, reader_wait_ns);
         #[cfg(not(loom))]
         reader_wait_ns()
+    }
+
+    /// [`park`] `waiter`, counting a real sleep as `sleep_event` (and, under
+    /// loom, tracking the threads between leaving wait_lock and parking).
+    #[inline]
+    fn park_counted(&self, waiter: &Waiter, deadline: Option<u64>, sleep_event: Event) {
+        #[cfg(loom)]
+        Probe::hit(&self.probe.parking);
+        let slept = park(waiter, deadline);
+        #[cfg(loom)]
+        self.probe
+            .parking
+            .fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
+        if slept {
+            events::inc(sleep_event);
+            #[cfg(loom)]
+            Probe::hit(&self.probe.sleeps);
+        }
     }
 
     /// An unlock found `WAITERS` with the lock free of holders.
