@@ -170,6 +170,13 @@ lock_events! {
         RtKernelLock = "kernel_lock",
         /// An unlock with waiters called `FUTEX_UNLOCK_PI`.
         RtKernelUnlock = "kernel_unlock",
+        /// A non-real-time contender slept in userspace (on the lock's
+        /// second futex) instead of queueing in the kernel.
+        RtUserPark = "user_park",
+        /// An unlock woke a userspace waiter.
+        RtUserWake = "user_wake",
+        /// A userspace waiter waited `USER_WAIT_NS` and queued in the kernel.
+        RtUserWaitExpired = "user_wait_expired",
     }
 
     /// The rw-semaphore with reader optimistic spinning ([`crate::rwsem`]).

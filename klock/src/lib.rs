@@ -164,7 +164,9 @@ pub type RwLockWriteGuard<'a, T> = lock_api::RwLockWriteGuard<'a, RawQRwLock, T>
 /// API. For real-time threads of different priorities sharing data: the
 /// kernel boosts the owner while a higher-priority thread waits. Spins or
 /// not according to the global switch ([`rtmutex::set_top_waiter_spin`],
-/// `KLOCK_RT_SPIN=0`). `lock()` panics on deadlock (`EDEADLK`); use
+/// `KLOCK_RT_SPIN=0`); non-real-time contenders wait in userspace (no
+/// hand-over convoy) unless [`rtmutex::set_user_wait`]`(false)` /
+/// `KLOCK_RT_USER_WAIT=0`. `lock()` panics on deadlock (`EDEADLK`); use
 /// [`rtmutex::RtMutexExt::lock_checked`] to get it as an error.
 ///
 /// ```
@@ -179,7 +181,8 @@ pub type RtMutex<T> = lock_api::Mutex<RawRtMutex, T>;
 #[cfg(not(loom))]
 pub type RtMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawRtMutex, T>;
 
-/// An [`RtMutex`] with a fixed spin mode: [`rtmutex::RT_SPIN`],
+/// An [`RtMutex`] with a fixed mode: [`rtmutex::RT_SPIN`],
+/// [`rtmutex::RT_SPIN_KWAIT`] (every non-spinning waiter in the kernel),
 /// [`rtmutex::NO_RT_SPIN`] or [`rtmutex::RT_SPIN_GLOBAL`].
 #[cfg(not(loom))]
 pub type RtMutexWith<const SPIN: u8, T> = lock_api::Mutex<RawRtMutexWith<SPIN>, T>;

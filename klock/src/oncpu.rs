@@ -122,7 +122,7 @@ static BPF_REF: &dyn OnCpu = &BpfOracle;
 pub enum OracleKind {
     /// [`BudgetOracle`]: unprivileged, never knows whether the owner runs.
     Budget,
-    /// [`BpfOracle`]: exact, from an eBPF `sched_switch` program (feature
+    /// `BpfOracle`: exact, from an eBPF `sched_switch` program (feature
     /// `bpf`, needs root).
     Bpf,
 }

@@ -31,6 +31,37 @@
 //! (adaptive disabling, klock's addition: without an exact oracle a failed
 //! spin costs a whole budget).
 //!
+//! # Non-real-time waiters wait in userspace
+//!
+//! `FUTEX_UNLOCK_PI` hands the lock straight to the kernel's top waiter,
+//! which must then wake up and run: once contenders queue in the kernel,
+//! every acquisition costs a wake-up (a hand-over convoy; measured: 80–140
+//! kop/s at 4–16 threads for every PI lock, against 1.7–7 Mop/s for
+//! [`crate::Mutex`]). Priority inheritance only matters for real-time
+//! waiters: a `SCHED_OTHER` task's CPU share comes from its nice weight,
+//! which a PI boost does not change. So a contender that is **not**
+//! real-time (`SCHED_OTHER`/`BATCH`/`IDLE`), once its spin failed, **waits
+//! in userspace** on a second futex ([`USER_WAIT_NS`] at most), and the
+//! lock keeps being taken from userspace like [`crate::Mutex`]:
+//!
+//! * It sets `WAITERS` in the word itself (a bit the kernel's ABI lets
+//!   anyone set), so the owner's unlock takes the slow path, which after
+//!   `FUTEX_UNLOCK_PI` (which writes 0 when the kernel has nobody queued)
+//!   wakes one userspace waiter. The woken waiter takes the lock (keeping
+//!   `WAITERS` set if others still wait) or sets `WAITERS` again and sleeps.
+//! * Real-time contenders (`SCHED_FIFO`/`RR`/`DEADLINE`) never wait in
+//!   userspace: they spin as top waiter or queue in the kernel, which boosts
+//!   the owner and hands them the lock ahead of every userspace waiter
+//!   (the word is never 0 while they are queued).
+//! * After [`USER_WAIT_NS`] a userspace waiter queues in the kernel: that
+//!   bounds its wait (the kernel hands it the lock) and lets the kernel see
+//!   an ABBA deadlock among non-real-time threads (reported `USER_WAIT_NS`
+//!   late instead of at once).
+//!
+//! Switch: [`set_user_wait`] / `KLOCK_RT_USER_WAIT=0` (all non-RT waiters
+//! queue in the kernel, the seed's literal design), or per type
+//! [`RT_SPIN_KWAIT`]; [`NO_RT_SPIN`] neither spins nor waits in userspace.
+//!
 //! The spinner never steals: it takes the lock only when the word is 0,
 //! and the word is never 0 while the kernel has waiters queued (the
 //! kernel's unlock hands the lock straight to its top waiter, writing that
@@ -55,7 +86,8 @@
 //!   is never set by klock's use; a word carrying it is left to the kernel.
 //!
 //! A second word, `spinner`, holds the tid of the one userspace spinner
-//! (0: none).
+//! (0: none); `parked` counts the threads waiting in userspace, and
+//! `park_seq` is the futex they sleep on (bumped by every wake).
 //!
 //! # State transitions
 //!
@@ -68,6 +100,11 @@
 //!   lock freed            (0, 0)   -> (me, 0)     CAS, acquire            userspace
 //!   waiter queued         (X, 0)   -> (X, 1):     stop spinning, go to the kernel
 //!   handed to a waiter    (X, 1)   -> (T, 1):     stop spinning, go to the kernel
+//! user wait (non-RT)      (X, 0)   -> (X, 1)      CAS, then sleep on park_seq
+//!                         (X, 1):  sleep on park_seq
+//!   woken, lock free      (0, 0)   -> (me, p)     CAS, acquire; p = others still parked
+//!   waited USER_WAIT_NS:  go to the kernel
+//! kernel unlock, then     parked > 0: bump park_seq, wake one userspace waiter
 //! kernel lock (LOCK_PI2)  (0, *)   -> (me, W)     kernel cmpxchg (W: more waiters)
 //!                         (X, *)   -> (X, 1)      kernel: queue, boost X, sleep
 //!                         (me, *)  -> EDEADLK     kernel: self-deadlock (or a PI-chain cycle)
@@ -105,7 +142,7 @@ use crate::oncpu::{self, SpinStats};
 use crate::spin::cpu_relax;
 use crate::switch::Switch;
 use crate::sync::AtomicU32;
-use crate::sync::Ordering::{Acquire, Relaxed, Release};
+use crate::sync::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use crate::sys::{self, monotonic_ns};
 use crate::thread;
 use core::marker::PhantomData;
@@ -126,6 +163,17 @@ pub const RT_SPIN: u8 = 1;
 /// Per-lock spin mode: never spin in userspace; contended lockers go
 /// straight to `FUTEX_LOCK_PI2`.
 pub const NO_RT_SPIN: u8 = 2;
+
+/// Per-lock mode: the top waiter spins, but every other contender queues
+/// in the kernel, real-time or not (no userspace wait: the seed's literal
+/// design, kept so that one benchmark run can show both).
+pub const RT_SPIN_KWAIT: u8 = 3;
+
+/// Longest a non-real-time contender waits in userspace before it queues
+/// in the kernel (4 ms, as [`crate::mutex::DEFAULT_HANDOFF_NS`]): it bounds
+/// the wait (the kernel hands the lock to its queued waiters first) and lets
+/// the kernel see a deadlock cycle.
+pub const USER_WAIT_NS: u64 = 4_000_000;
 
 /// When the oracle says the owner runs, the spinner spins without the
 /// adaptive budget, but for at most this many budgets in all: two threads
@@ -177,6 +225,7 @@ impl std::error::Error for RtMutexError {}
 
 // Global switches. Plain std atomics: configuration, not synchronisation.
 static GLOBAL_SPIN: Switch = Switch::new("KLOCK_RT_SPIN");
+static GLOBAL_USER_WAIT: Switch = Switch::new("KLOCK_RT_USER_WAIT");
 /// 0: try FUTEX_LOCK_PI2; 1: the kernel said ENOSYS (or a test forced it):
 /// use FUTEX_LOCK_PI with a CLOCK_REALTIME deadline.
 static NO_LOCK_PI2: StdAtomicU8 = StdAtomicU8::new(0);
@@ -194,6 +243,22 @@ pub fn top_waiter_spin() -> bool {
 /// [`RT_SPIN_GLOBAL`]. Takes effect at the next contended lock.
 pub fn set_top_waiter_spin(on: bool) {
     GLOBAL_SPIN.set(on);
+}
+
+/// The global userspace-wait switch (see the [module docs](self)), for
+/// locks of mode [`RT_SPIN_GLOBAL`] and [`RT_SPIN`]. On unless the
+/// environment says `KLOCK_RT_USER_WAIT=0` (read once) or
+/// [`set_user_wait`]`(false)` was called.
+#[inline]
+pub fn user_wait() -> bool {
+    GLOBAL_USER_WAIT.get()
+}
+
+/// Let non-real-time contenders wait in userspace (`true`) or send them to
+/// the kernel like real-time ones (`false`). Takes effect at the next
+/// contended lock.
+pub fn set_user_wait(on: bool) {
+    GLOBAL_USER_WAIT.set(on);
 }
 
 /// Whether contended locks use `FUTEX_LOCK_PI2` (Linux ≥ 5.14); `false`
@@ -272,6 +337,10 @@ pub struct RawRtMutexWith<const SPIN: u8> {
     /// Tid of the one userspace spinner, 0 if none. Not synchronisation
     /// for the data: only who may spin.
     spinner: AtomicU32,
+    /// Threads waiting in userspace (see [`Self::user_wait`]).
+    parked: AtomicU32,
+    /// The futex userspace waiters sleep on; every wake bumps it.
+    park_seq: AtomicU32,
     /// Adaptive spin budget.
     spin: SpinStats,
     /// Consecutive failed spins (statistics: plain relaxed std atomics).
@@ -281,12 +350,21 @@ pub struct RawRtMutexWith<const SPIN: u8> {
     /// Loom only: the modelled kernel side of the PI futex.
     #[cfg(loom)]
     kernel: loom_kernel::PiFutex,
+    /// Loom only: the modelled futex of `park_seq`.
+    #[cfg(loom)]
+    park: loom_kernel::ParkFutex,
+    /// Loom only: the userspace wait limit (`u64::MAX`: none, the default).
+    #[cfg(loom)]
+    loom_user_wait_ns: core::sync::atomic::AtomicU64,
     /// Loom only: which rare paths an execution took.
     #[cfg(loom)]
     probe: Probe,
     /// Loom only: a deliberately broken unlock (see `set_loom_broken_unlock`).
     #[cfg(loom)]
     loom_broken_unlock: core::sync::atomic::AtomicBool,
+    /// Loom only: a deliberately broken unlock that wakes no userspace waiter.
+    #[cfg(loom)]
+    loom_broken_wake: core::sync::atomic::AtomicBool,
 }
 
 /// The PI mutex following the global spin switch ([`crate::RtMutex`]'s raw lock).
@@ -299,6 +377,8 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
         Self {
             word: AtomicU32::new(0),
             spinner: AtomicU32::new(0),
+            parked: AtomicU32::new(0),
+            park_seq: AtomicU32::new(0),
             spin: SpinStats::new(),
             fail_streak: core::sync::atomic::AtomicU32::new(0),
             skips: core::sync::atomic::AtomicU32::new(0),
@@ -311,12 +391,17 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
         Self {
             word: AtomicU32::new(0),
             spinner: AtomicU32::new(0),
+            parked: AtomicU32::new(0),
+            park_seq: AtomicU32::new(0),
             spin: SpinStats::new(),
             fail_streak: core::sync::atomic::AtomicU32::new(0),
             skips: core::sync::atomic::AtomicU32::new(0),
             kernel: loom_kernel::PiFutex::new(),
+            park: loom_kernel::ParkFutex::new(),
+            loom_user_wait_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
             probe: Probe::default(),
             loom_broken_unlock: core::sync::atomic::AtomicBool::new(false),
+            loom_broken_wake: core::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -325,9 +410,19 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
     #[inline]
     pub fn spin_enabled(&self) -> bool {
         match SPIN {
-            RT_SPIN => true,
+            RT_SPIN | RT_SPIN_KWAIT => true,
             NO_RT_SPIN => false,
             _ => top_waiter_spin(),
+        }
+    }
+
+    /// Whether this lock's non-real-time contenders wait in userspace (its
+    /// mode, or the global switch [`user_wait`]).
+    #[inline]
+    pub fn user_wait_enabled(&self) -> bool {
+        match SPIN {
+            NO_RT_SPIN | RT_SPIN_KWAIT => false,
+            _ => user_wait(),
         }
     }
 
@@ -410,6 +505,12 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
         }
     }
 
+    /// Threads waiting for this lock in userspace (a snapshot; see the
+    /// [module docs](self)).
+    pub fn user_waiters(&self) -> u32 {
+        self.parked.load(Relaxed)
+    }
+
     /// Held by some thread (a snapshot).
     #[inline]
     pub fn is_held(&self) -> bool {
@@ -438,6 +539,10 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
     #[cold]
     #[inline(never)]
     fn lock_slow(&self, me: u32, deadline: Option<u64>) -> Result<(), RtMutexError> {
+        if self.word.load(Relaxed) & TID_MASK == me {
+            // Self-deadlock: let the kernel say EDEADLK.
+            return self.kernel_lock(me, deadline);
+        }
         if self.spin_enabled()
             && oncpu::spinning_useful()
             && self.spin_worth_trying()
@@ -445,7 +550,142 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
         {
             return Ok(());
         }
+        if self.user_wait_enabled() && !caller_is_realtime() && self.user_wait(me, deadline)? {
+            return Ok(());
+        }
         self.kernel_lock(me, deadline)
+    }
+
+    /// Wait in userspace (a non-real-time contender; see the module docs).
+    /// `Ok(true)`: we took the lock; `Ok(false)`: go to the kernel (waited
+    /// [`USER_WAIT_NS`]).
+    #[cold]
+    #[inline(never)]
+    fn user_wait(&self, me: u32, deadline: Option<u64>) -> Result<bool, RtMutexError> {
+        let limit = monotonic_ns().saturating_add(self.user_wait_ns());
+        // Register. An RMW (AcqRel) so that it is ordered, in `parked`'s
+        // modification order, against the RMW every unlocker makes after
+        // releasing the word (`wake_parked_after_unlock`): either that
+        // unlocker counts us and wakes one waiter, or its RMW comes first,
+        // synchronises with ours, and the word we read below is the one it
+        // released (or later).
+        self.parked.fetch_add(1, AcqRel);
+        let outcome = loop {
+            // Read the wake count before the word: a wake after this read
+            // changes it, so the FUTEX_WAIT below returns at once. Acquire
+            // pairs with the waker's Release bump (made after it released
+            // the word), so a bump seen here makes that release visible.
+            let seq = self.park_seq.load(Acquire);
+            let w = self.word.load(Relaxed);
+            let owner = w & TID_MASK;
+            if owner == 0 {
+                // (0, 0) -> (me, p): free, and no kernel waiter is queued
+                // (the kernel would have named it). Keep WAITERS set if
+                // others wait here, so that our unlock wakes one. Acquire
+                // pairs with the Release of the last unlock.
+                let others = self.parked.load(Relaxed) > 1;
+                let new = me | if others { WAITERS } else { 0 };
+                if self.word.compare_exchange(w, new, Acquire, Relaxed).is_ok() {
+                    break Ok(true);
+                }
+                continue;
+            }
+            if owner == me {
+                // Cannot happen (checked before); let the kernel decide.
+                break Ok(false);
+            }
+            // (X, 0) -> (X, 1): make X's unlock take the slow path, which
+            // wakes us. Relaxed: ordering comes from `parked` (above).
+            if w & WAITERS == 0
+                && self
+                    .word
+                    .compare_exchange(w, w | WAITERS, Relaxed, Relaxed)
+                    .is_err()
+            {
+                continue;
+            }
+            let now = monotonic_ns();
+            if deadline.is_some_and(|d| now >= d) {
+                break Err(RtMutexError::TimedOut);
+            }
+            if now >= limit {
+                events::inc(Event::RtUserWaitExpired);
+                #[cfg(loom)]
+                Probe::hit(&self.probe.user_wait_expired);
+                break Ok(false);
+            }
+            events::inc(Event::RtUserPark);
+            #[cfg(loom)]
+            Probe::hit(&self.probe.user_parks);
+            self.park_wait(seq, deadline.unwrap_or(u64::MAX).min(limit) - now);
+        };
+        let left = self.parked.fetch_sub(1, AcqRel) - 1;
+        if !matches!(outcome, Ok(true)) && left > 0 {
+            // We may have consumed the wake meant to keep the others going;
+            // pass it on (a spare wake-up costs a futex call, a lost one a
+            // stranded waiter).
+            self.wake_parked();
+        }
+        #[cfg(loom)]
+        if outcome == Err(RtMutexError::TimedOut) {
+            Probe::hit(&self.probe.timeouts);
+        }
+        outcome
+    }
+
+    /// The userspace wait limit.
+    #[inline]
+    fn user_wait_ns(&self) -> u64 {
+        #[cfg(loom)]
+        return crate::sync::loom_tunable(&self.loom_user_wait_ns, || u64::MAX);
+        #[cfg(not(loom))]
+        USER_WAIT_NS
+    }
+
+    /// Sleep on `park_seq` while it reads `seq`, at most `ns`.
+    #[cfg(not(loom))]
+    fn park_wait(&self, seq: u32, ns: u64) {
+        let _ = sys::futex_wait(&self.park_seq, seq, Some(Duration::from_nanos(ns)));
+    }
+
+    /// Loom: block until woken when there is no limit (a lost wake-up is a
+    /// loom deadlock), else yield (the limit or deadline ends the wait).
+    #[cfg(loom)]
+    fn park_wait(&self, seq: u32, ns: u64) {
+        if ns >= u64::MAX / 2 {
+            self.park.wait(&self.park_seq, seq);
+        } else {
+            loom::thread::yield_now();
+        }
+    }
+
+    /// Wake one userspace waiter. Release pairs with the waiter's Acquire
+    /// read of `park_seq`.
+    fn wake_parked(&self) {
+        self.park_seq.fetch_add(1, Release);
+        events::inc(Event::RtUserWake);
+        #[cfg(not(loom))]
+        sys::futex_wake(&self.park_seq, 1);
+        #[cfg(loom)]
+        self.park.wake();
+    }
+
+    /// After an unlock through the kernel: wake one userspace waiter if
+    /// any. The RMW (not a load) is what orders this check against a
+    /// waiter's registration (see [`Self::user_wait`]).
+    #[inline]
+    fn wake_parked_after_unlock(&self) {
+        #[cfg(loom)]
+        if self
+            .loom_broken_wake
+            .load(core::sync::atomic::Ordering::Relaxed)
+        {
+            // BROKEN (loom only): forget the userspace waiters.
+            return;
+        }
+        if self.parked.fetch_add(0, AcqRel) > 0 {
+            self.wake_parked();
+        }
     }
 
     /// Adaptive disabling (see [`SPIN_FAIL_STREAK`]).
@@ -659,6 +899,7 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
             Ok(()) => {}
             Err(e) => panic!("klock::RtMutex: FUTEX_UNLOCK_PI failed for thread {me}: {e:?}"),
         }
+        self.wake_parked_after_unlock();
     }
 
     #[cfg(not(loom))]
@@ -702,6 +943,26 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
     fn futex_unlock_pi(&self, me: u32) -> Result<(), KErr> {
         self.kernel.unlock_pi(&self.word, me, &self.probe)
     }
+}
+
+/// Whether the calling thread has a real-time policy (`SCHED_FIFO`, `RR`
+/// or `DEADLINE`): such a contender needs the kernel's priority
+/// inheritance and never waits in userspace. One syscall, on the slow path
+/// only (the policy may change at any time, so it is not cached).
+#[cfg(not(loom))]
+fn caller_is_realtime() -> bool {
+    /// `SCHED_DEADLINE` (not in every libc).
+    const SCHED_DEADLINE: i32 = 6;
+    /// `SCHED_RESET_ON_FORK`, which the kernel reports ORed in.
+    const RESET_ON_FORK: i32 = 0x4000_0000;
+    // SAFETY: no pointers; 0 names the calling thread.
+    let p = unsafe { libc::sched_getscheduler(0) } & !RESET_ON_FORK;
+    p == libc::SCHED_FIFO || p == libc::SCHED_RR || p == SCHED_DEADLINE
+}
+
+#[cfg(loom)]
+fn caller_is_realtime() -> bool {
+    false
 }
 
 #[cold]
@@ -884,6 +1145,10 @@ pub struct Probe {
     pub timeouts: std::sync::atomic::AtomicU32,
     /// Threads in the spin loop right now (must never exceed 1).
     pub spinning_now: std::sync::atomic::AtomicU32,
+    /// Sleeps of userspace waiters.
+    pub user_parks: std::sync::atomic::AtomicU32,
+    /// Userspace waits that reached their limit and went to the kernel.
+    pub user_wait_expired: std::sync::atomic::AtomicU32,
 }
 
 #[cfg(loom)]
@@ -934,10 +1199,27 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
             .store(true, core::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Loom only: make the unlock deliberately wrong — it never wakes a
+    /// userspace waiter — so a model can show that it catches the waiter
+    /// left asleep.
+    #[doc(hidden)]
+    pub fn set_loom_broken_wake(&self) {
+        self.loom_broken_wake
+            .store(true, core::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Loom only: number of waiters queued in the modelled kernel.
     #[doc(hidden)]
     pub fn kernel_waiters(&self) -> usize {
         self.kernel.waiters()
+    }
+
+    /// Loom only: limit userspace waits to `ns` of loom clock (default: no
+    /// limit, and a waiter blocks until woken, so a lost wake-up shows).
+    #[doc(hidden)]
+    pub fn set_loom_user_wait_ns(&self, ns: u64) {
+        self.loom_user_wait_ns
+            .store(ns, core::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -961,6 +1243,42 @@ mod loom_kernel {
     struct State {
         queue: Vec<u32>,
         handed: Vec<u32>,
+    }
+
+    /// A plain futex, modelled: the value check and the sleep happen under
+    /// the bucket lock, and a wake bumps a generation under it, so a wake
+    /// after the check is never lost — and a waiter nobody wakes blocks
+    /// for good, which loom reports as a deadlock.
+    pub(super) struct ParkFutex {
+        hb: loom::sync::Mutex<u64>,
+        cv: loom::sync::Condvar,
+    }
+
+    impl ParkFutex {
+        pub(super) fn new() -> Self {
+            Self {
+                hb: loom::sync::Mutex::new(0),
+                cv: loom::sync::Condvar::new(),
+            }
+        }
+
+        /// FUTEX_WAIT: sleep while `word` reads `expected`, until a wake.
+        pub(super) fn wait(&self, word: &AtomicU32, expected: u32) {
+            let mut g = self.hb.lock().unwrap();
+            if word.load(Relaxed) != expected {
+                return;
+            }
+            let gen = *g;
+            while *g == gen {
+                g = self.cv.wait(g).unwrap();
+            }
+        }
+
+        /// FUTEX_WAKE (all sleepers; they re-check, as after a spurious wake).
+        pub(super) fn wake(&self) {
+            *self.hb.lock().unwrap() += 1;
+            self.cv.notify_all();
+        }
     }
 
     pub(super) struct PiFutex {

@@ -1,5 +1,6 @@
 //! Loom model of the PI mutex's userspace protocol: the fast paths, the
-//! top-waiter spin with its spinner slot, and the `WAITERS` bit, against a
+//! top-waiter spin with its spinner slot, the userspace wait of non-RT
+//! contenders (its second futex), and the `WAITERS` bit, against a
 //! model of the kernel's PI-futex operations (`FUTEX_LOCK_PI2` /
 //! `FUTEX_UNLOCK_PI`: a hash-bucket lock, a FIFO of waiters, hand-over to
 //! the top waiter; see `rtmutex::loom_kernel`).
@@ -17,10 +18,14 @@
 //! * At most one userspace spinner (asserted on entering the spin loop).
 //! * No stranded waiter: a kernel waiter that is never handed the lock
 //!   yields forever, which loom reports.
-//! * After each execution the word is 0 and no waiter is queued.
+//! * No lost wake-up of a userspace waiter: without a wait limit a parked
+//!   waiter blocks on a modelled futex until woken, so a missed wake is a
+//!   loom deadlock.
+//! * After each execution the word is 0, no waiter is queued in the kernel
+//!   and none waits in userspace.
 #![cfg(loom)]
 
-use klock::rtmutex::{Probe, RawRtMutexWith, RtMutexError, NO_RT_SPIN, RT_SPIN};
+use klock::rtmutex::{Probe, RawRtMutexWith, RtMutexError, NO_RT_SPIN, RT_SPIN, RT_SPIN_KWAIT};
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
@@ -46,6 +51,8 @@ struct Coverage {
     kernel_sleeps: AtomicU32,
     handoffs: AtomicU32,
     timeouts: AtomicU32,
+    user_parks: AtomicU32,
+    user_wait_expired: AtomicU32,
 }
 
 impl Coverage {
@@ -62,6 +69,8 @@ impl Coverage {
             (&self.kernel_sleeps, &p.kernel_sleeps),
             (&self.handoffs, &p.handoffs),
             (&self.timeouts, &p.timeouts),
+            (&self.user_parks, &p.user_parks),
+            (&self.user_wait_expired, &p.user_wait_expired),
         ] {
             t.fetch_add(c.load(Relaxed), Relaxed);
         }
@@ -120,6 +129,18 @@ fn model<const S: u8>(
     hold: u32,
     broken: bool,
 ) -> std::sync::Arc<Coverage> {
+    model_limit::<S>(parts, main_holds, hold, broken, u64::MAX)
+}
+
+/// [`model`] with a userspace wait limit of `user_wait_ns` (loom clock;
+/// `u64::MAX`: none, waiters block until woken).
+fn model_limit<const S: u8>(
+    parts: &'static [Part],
+    main_holds: bool,
+    hold: u32,
+    broken: bool,
+    user_wait_ns: u64,
+) -> std::sync::Arc<Coverage> {
     let cov = std::sync::Arc::new(Coverage::default());
     let c = cov.clone();
     builder().check(move || {
@@ -127,6 +148,7 @@ fn model<const S: u8>(
         if broken {
             m.set_loom_broken_unlock();
         }
+        m.set_loom_user_wait_ns(user_wait_ns);
         let data = Arc::new(UnsafeCell::new(0u32));
         let held = main_holds.then(|| m.lock_checked().unwrap());
         let hs: Vec<_> = parts[1..]
@@ -153,17 +175,23 @@ fn model<const S: u8>(
         assert_eq!(data.with(|p| unsafe { *p }), total);
         assert_eq!(m.word(), 0, "futex word not clean");
         assert_eq!(m.kernel_waiters(), 0, "a waiter is still queued");
+        assert_eq!(
+            m.user_waiters(),
+            0,
+            "a userspace waiter is still registered"
+        );
         c.add(m.probe());
     });
     eprintln!("coverage: {cov:?}");
     cov
 }
 
-/// Two lockers with spinning: the top waiter's spin takes the lock, or it
-/// goes to the kernel and is handed the lock.
+/// Two lockers with spinning, other waiters in the kernel
+/// (`RT_SPIN_KWAIT`, as for real-time threads): the top waiter's spin
+/// takes the lock, or it goes to the kernel and is handed the lock.
 #[test]
 fn spin_two_threads() {
-    let cov = model::<RT_SPIN>(&[Part::Lock(0), Part::Lock(1)], true, 1, false);
+    let cov = model::<RT_SPIN_KWAIT>(&[Part::Lock(0), Part::Lock(1)], true, 1, false);
     assert!(cov.spin_successes.load(Relaxed) > 0);
     assert!(cov.handoffs.load(Relaxed) > 0);
 }
@@ -182,7 +210,7 @@ fn kernel_two_threads() {
 /// waiter), and nobody robs a queued waiter.
 #[test]
 fn spin_three_threads() {
-    let cov = model::<RT_SPIN>(
+    let cov = model::<RT_SPIN_KWAIT>(
         &[Part::Lock(0), Part::Lock(1), Part::Lock(1)],
         true,
         HOLD,
@@ -199,7 +227,7 @@ fn spin_three_threads() {
 /// never robbing a queued waiter.
 #[test]
 fn spin_past_stale_waiters_bit() {
-    let cov = model::<RT_SPIN>(
+    let cov = model::<RT_SPIN_KWAIT>(
         &[Part::Lock(0), Part::Lock(2), Part::Lock(1)],
         true,
         HOLD,
@@ -212,7 +240,7 @@ fn spin_past_stale_waiters_bit() {
 /// kernel mix.
 #[test]
 fn spin_two_threads_two_rounds() {
-    let cov = model::<RT_SPIN>(&[Part::Lock(2), Part::Lock(2)], false, 0, false);
+    let cov = model::<RT_SPIN_KWAIT>(&[Part::Lock(2), Part::Lock(2)], false, 0, false);
     assert!(cov.kernel_locks.load(Relaxed) > 0);
 }
 
@@ -233,7 +261,7 @@ fn timed_waiter_leaves_cleanly() {
 /// Timed waiter with spinning on.
 #[test]
 fn timed_spinner_leaves_cleanly() {
-    let cov = model::<RT_SPIN>(&[Part::Lock(0), Part::Timed(3_000)], true, HOLD, false);
+    let cov = model::<RT_SPIN_KWAIT>(&[Part::Lock(0), Part::Timed(3_000)], true, HOLD, false);
     assert!(cov.timeouts.load(Relaxed) > 0);
 }
 
@@ -241,7 +269,7 @@ fn timed_spinner_leaves_cleanly() {
 /// spinning, the spinner slot and kernel hand-overs all mix.
 #[test]
 fn mixed_three_threads() {
-    let cov = model::<RT_SPIN>(
+    let cov = model::<RT_SPIN_KWAIT>(
         &[Part::Lock(1), Part::Lock(2), Part::Lock(1)],
         false,
         0,
@@ -249,6 +277,67 @@ fn mixed_three_threads() {
     );
     assert!(cov.spin_successes.load(Relaxed) > 0);
     assert!(cov.handoffs.load(Relaxed) > 0);
+}
+
+/// A non-RT waiter whose spin fails waits in userspace: it sets WAITERS,
+/// sleeps on the second futex, and the owner's unlock (slow path, through
+/// the kernel) wakes it.
+#[test]
+fn user_wait_two_threads() {
+    let cov = model::<RT_SPIN>(&[Part::Lock(0), Part::Lock(1)], true, HOLD, false);
+    assert!(cov.user_parks.load(Relaxed) > 0);
+    assert_eq!(cov.kernel_sleeps.load(Relaxed), 0);
+}
+
+/// Two userspace waiters: each unlock wakes one; a woken waiter that takes
+/// the lock keeps WAITERS set for the other, one that loses re-arms it —
+/// no waiter is left asleep (loom would report the deadlock).
+#[test]
+fn user_wait_three_threads() {
+    let cov = model::<RT_SPIN>(
+        &[Part::Lock(0), Part::Lock(1), Part::Lock(1)],
+        true,
+        HOLD,
+        false,
+    );
+    assert!(cov.user_parks.load(Relaxed) > 0);
+}
+
+/// No head start, one thread locking twice: fast path, spin and userspace
+/// waits mix.
+#[test]
+fn user_wait_no_head_start() {
+    let cov = model::<RT_SPIN>(&[Part::Lock(2), Part::Lock(1)], false, 0, false);
+    assert!(cov.user_parks.load(Relaxed) > 0);
+}
+
+/// A userspace wait that reaches its limit queues in the kernel, which
+/// hands it the lock; another userspace waiter is not stranded by it.
+#[test]
+fn user_wait_expires_into_the_kernel() {
+    let cov = model_limit::<RT_SPIN>(
+        &[Part::Lock(0), Part::Lock(1), Part::Lock(1)],
+        true,
+        HOLD,
+        false,
+        2_000,
+    );
+    assert!(cov.user_wait_expired.load(Relaxed) > 0);
+    assert!(cov.handoffs.load(Relaxed) > 0);
+}
+
+/// A timed userspace waiter gives up and passes its wake-up on: the other
+/// waiter still gets the lock.
+#[test]
+fn user_wait_timed_leaves_cleanly() {
+    let cov = model::<RT_SPIN>(
+        &[Part::Lock(0), Part::Timed(3_000), Part::Lock(1)],
+        true,
+        HOLD,
+        false,
+    );
+    assert!(cov.timeouts.load(Relaxed) > 0);
+    assert!(cov.user_parks.load(Relaxed) > 0);
 }
 
 /// Self-deadlock is reported, not slept on.
@@ -278,4 +367,48 @@ fn broken_unlock_is_caught() {
         .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_default();
     eprintln!("broken unlock: {msg}");
+}
+
+/// The model can fail: an unlock that forgets the userspace waiters leaves
+/// one asleep for good, and loom reports the deadlock. Loom aborts the
+/// process on a deadlock, so the broken model runs in a child process
+/// (this test binary again) and the parent checks that it died of it.
+#[test]
+fn broken_wake_is_caught() {
+    if std::env::var_os("KLOCK_LOOM_BROKEN_WAKE_CHILD").is_some() {
+        builder().check(|| {
+            let m = Arc::new(RawRtMutexWith::<RT_SPIN>::new());
+            m.set_loom_broken_wake();
+            let g = m.lock_checked().unwrap();
+            let t = {
+                let m = m.clone();
+                loom::thread::spawn(move || {
+                    let g = m.lock_checked().unwrap();
+                    unsafe { m.raw_unlock(g) };
+                })
+            };
+            for _ in 0..HOLD {
+                loom::thread::yield_now();
+            }
+            unsafe { m.raw_unlock(g) };
+            t.join().unwrap();
+        });
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "broken_wake_is_caught",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("KLOCK_LOOM_BROKEN_WAKE_CHILD", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("deadlock"),
+        "loom should have found the waiter left asleep; child: {:?}\n{err}",
+        out.status
+    );
 }

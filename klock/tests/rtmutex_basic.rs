@@ -3,7 +3,8 @@
 //! the LOCK_PI fallback, hand-over through the kernel.
 
 use klock::rtmutex::{
-    force_lock_pi_fallback, RawRtMutexWith, RtMutexError, RtMutexExt, NO_RT_SPIN, RT_SPIN, WAITERS,
+    force_lock_pi_fallback, RawRtMutexWith, RtMutexError, RtMutexExt, NO_RT_SPIN, RT_SPIN,
+    RT_SPIN_KWAIT, USER_WAIT_NS, WAITERS,
 };
 use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::{Arc, Barrier};
@@ -55,7 +56,9 @@ fn abba_deadlock_is_detected_by_the_kernel() {
     };
     let gb = b.lock();
     both_hold.wait();
-    // Wait until the other thread is queued in the kernel on b.
+    // Wait until the other thread waits on b (in userspace first, then,
+    // after USER_WAIT_NS, in the kernel: it started waiting before we do on
+    // a, so it reaches the kernel first and the kernel refuses us).
     let t0 = Instant::now();
     while unsafe { b.raw() }.word() & WAITERS == 0 {
         assert!(
@@ -168,5 +171,123 @@ fn contended_exclusion() {
         assert_eq!(unsafe { m.raw() }.word(), 0);
     }
     run::<RT_SPIN>();
+    run::<RT_SPIN_KWAIT>();
     run::<NO_RT_SPIN>();
+}
+
+/// Poll `f` every millisecond for up to 5 s.
+fn eventually(what: &str, f: impl Fn() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "never happened: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A non-real-time contender waits in userspace (the lock's second futex),
+/// then, after USER_WAIT_NS, queues in the kernel, which hands it the lock.
+#[test]
+fn non_rt_waiter_waits_in_userspace_then_in_the_kernel() {
+    let m = Arc::new(RawRtMutexWith::<RT_SPIN>::new());
+    let g = m.lock_checked().unwrap();
+    let t = {
+        let m = m.clone();
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let g = m.lock_checked().unwrap();
+            unsafe { m.raw_unlock(g) };
+            t0.elapsed()
+        })
+    };
+    eventually("the waiter waits in userspace", || m.user_waiters() == 1);
+    assert_ne!(m.word() & WAITERS, 0, "a userspace waiter sets WAITERS");
+    // Still held: after USER_WAIT_NS it leaves the userspace wait for the kernel.
+    eventually("the waiter moves to the kernel", || m.user_waiters() == 0);
+    assert_ne!(m.word() & WAITERS, 0);
+    unsafe { m.raw_unlock(g) };
+    let waited = t.join().unwrap();
+    assert!(waited >= Duration::from_nanos(USER_WAIT_NS), "{waited:?}");
+    assert_eq!(m.word(), 0);
+}
+
+/// An unlock wakes a userspace waiter promptly (well before USER_WAIT_NS
+/// would have sent it to the kernel).
+#[test]
+fn unlock_wakes_a_userspace_waiter() {
+    for _ in 0..20 {
+        let m = Arc::new(RawRtMutexWith::<RT_SPIN>::new());
+        let g = m.lock_checked().unwrap();
+        let t = {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                let g = m.lock_checked().unwrap();
+                unsafe { m.raw_unlock(g) };
+            })
+        };
+        eventually("the waiter waits in userspace", || m.user_waiters() == 1);
+        unsafe { m.raw_unlock(g) };
+        t.join().unwrap();
+        assert_eq!(m.word(), 0);
+        assert_eq!(m.user_waiters(), 0);
+    }
+}
+
+/// With `RT_SPIN_KWAIT` (and for real-time threads always) a contender
+/// queues in the kernel, never in userspace.
+#[test]
+fn kwait_mode_queues_in_the_kernel() {
+    let m = Arc::new(RawRtMutexWith::<RT_SPIN_KWAIT>::new());
+    let g = m.lock_checked().unwrap();
+    let t = {
+        let m = m.clone();
+        std::thread::spawn(move || {
+            let g = m.lock_checked().unwrap();
+            unsafe { m.raw_unlock(g) };
+        })
+    };
+    eventually("the waiter queues", || m.word() & WAITERS != 0);
+    std::thread::sleep(Duration::from_millis(2));
+    assert_eq!(m.user_waiters(), 0);
+    unsafe { m.raw_unlock(g) };
+    t.join().unwrap();
+    assert_eq!(m.word(), 0);
+}
+
+/// A SCHED_FIFO contender never waits in userspace: it needs the kernel's
+/// priority inheritance. Skipped (with the reason) where SCHED_FIFO is refused.
+#[test]
+fn realtime_waiter_queues_in_the_kernel() {
+    if !klock::rt::fifo_available() {
+        eprintln!(
+            "skipped: {}",
+            klock::rt::rt_unavailable_reason(0).unwrap_or_default()
+        );
+        return;
+    }
+    let m = Arc::new(RawRtMutexWith::<RT_SPIN>::new());
+    let g = m.lock_checked().unwrap();
+    let t = {
+        let m = m.clone();
+        std::thread::spawn(move || {
+            klock::rt::set_fifo(10).unwrap();
+            let g = m.lock_checked().unwrap();
+            unsafe { m.raw_unlock(g) };
+            klock::rt::set_normal().unwrap();
+        })
+    };
+    eventually("the real-time waiter queues", || m.word() & WAITERS != 0);
+    for _ in 0..10 {
+        assert_eq!(
+            m.user_waiters(),
+            0,
+            "a real-time waiter waited in userspace"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    unsafe { m.raw_unlock(g) };
+    t.join().unwrap();
+    assert_eq!(m.word(), 0);
 }

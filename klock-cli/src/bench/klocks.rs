@@ -136,8 +136,11 @@ impl<const SPIN: u8> BenchLock for RtMutexLock<SPIN> {
     }
 }
 
-/// RtMutex with userspace top-waiter spinning.
+/// RtMutex with userspace top-waiter spinning (and non-RT waiters waiting
+/// in userspace, unless `KLOCK_RT_USER_WAIT=0`).
 pub type RtSpin = RtMutexLock<{ klock::rtmutex::RT_SPIN }>;
+/// RtMutex with top-waiter spinning, every other waiter in the kernel.
+pub type RtKwait = RtMutexLock<{ klock::rtmutex::RT_SPIN_KWAIT }>;
 /// RtMutex without userspace spinning (the kernel's LOCK_PI2 only).
 pub type RtNoSpin = RtMutexLock<{ klock::rtmutex::NO_RT_SPIN }>;
 

@@ -246,7 +246,15 @@ pub fn all() -> Vec<LockEntry> {
             "klock-rtmutex",
             "top-waiter-spin",
             false,
-            "klock::RtMutex: PI futex (LOCK_PI2/UNLOCK_PI), userspace top-waiter spinning on"
+            "klock::RtMutex: PI futex (LOCK_PI2/UNLOCK_PI), userspace top-waiter spinning, non-RT waiters wait in userspace"
+        ),
+        entry!(
+            RtKwait,
+            "rtmutex-kwait",
+            "klock-rtmutex",
+            "top-waiter-spin-kernel-wait",
+            false,
+            "klock::RtMutex, top-waiter spinning but every other waiter queued in the kernel (DESIGN 4.5 as written)"
         ),
         entry!(
             RtNoSpin,

@@ -183,6 +183,7 @@ pub const SUITES: &[Suite] = &[
                 (shared map insert+remove under the lock, 200 ns outside)",
         default_locks: &[
             "rtmutex",
+            "rtmutex-kwait",
             "rtmutex-nospin",
             "pthread-pi",
             "pi-futex",

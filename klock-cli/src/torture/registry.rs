@@ -106,7 +106,12 @@ pub fn all() -> Vec<TortureType> {
         klock!(
             Mx<klock::RawRtMutexWith<{ klock::rtmutex::RT_SPIN }>, Timed>,
             "rtmutex",
-            "klock::RtMutex: priority-inheritance futex mutex, top-waiter spinning"
+            "klock::RtMutex: priority-inheritance futex mutex, top-waiter spinning, non-RT waiters wait in userspace"
+        ),
+        klock!(
+            Mx<klock::RawRtMutexWith<{ klock::rtmutex::RT_SPIN_KWAIT }>, Timed>,
+            "rtmutex-kwait",
+            "klock rt-mutex, top-waiter spinning, every other waiter in the kernel"
         ),
         klock!(
             Mx<klock::RawRtMutexWith<{ klock::rtmutex::NO_RT_SPIN }>, Timed>,
