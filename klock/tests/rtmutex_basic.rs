@@ -56,11 +56,14 @@ fn abba_deadlock_is_detected_by_the_kernel() {
     };
     let gb = b.lock();
     both_hold.wait();
-    // Wait until the other thread waits on b (in userspace first, then,
-    // after USER_WAIT_NS, in the kernel: it started waiting before we do on
-    // a, so it reaches the kernel first and the kernel refuses us).
+    // Wait until the other thread is queued in the kernel on b: a
+    // non-real-time waiter first waits in userspace (user_waiters() == 1)
+    // and moves to the kernel after USER_WAIT_NS, leaving WAITERS set. Our
+    // own wait on a then reaches the kernel USER_WAIT_NS later, and the
+    // kernel sees the cycle.
     let t0 = Instant::now();
-    while unsafe { b.raw() }.word() & WAITERS == 0 {
+    let bw = unsafe { b.raw() };
+    while bw.word() & WAITERS == 0 || bw.user_waiters() != 0 {
         assert!(
             t0.elapsed() < Duration::from_secs(5),
             "other thread never queued"
@@ -187,21 +190,29 @@ fn eventually(what: &str, f: impl Fn() -> bool) {
     }
 }
 
+/// A thread that runs `before` (e.g. a policy change), then locks `m`,
+/// unlocks it, and returns how long the lock took.
+fn spawn_locker<const S: u8>(
+    m: &Arc<RawRtMutexWith<S>>,
+    before: fn(),
+) -> std::thread::JoinHandle<Duration> {
+    let m = m.clone();
+    std::thread::spawn(move || {
+        before();
+        let t0 = Instant::now();
+        let g = m.lock_checked().unwrap();
+        unsafe { m.raw_unlock(g) };
+        t0.elapsed()
+    })
+}
+
 /// A non-real-time contender waits in userspace (the lock's second futex),
 /// then, after USER_WAIT_NS, queues in the kernel, which hands it the lock.
 #[test]
 fn non_rt_waiter_waits_in_userspace_then_in_the_kernel() {
     let m = Arc::new(RawRtMutexWith::<RT_SPIN>::new());
     let g = m.lock_checked().unwrap();
-    let t = {
-        let m = m.clone();
-        std::thread::spawn(move || {
-            let t0 = Instant::now();
-            let g = m.lock_checked().unwrap();
-            unsafe { m.raw_unlock(g) };
-            t0.elapsed()
-        })
-    };
+    let t = spawn_locker(&m, || {});
     eventually("the waiter waits in userspace", || m.user_waiters() == 1);
     assert_ne!(m.word() & WAITERS, 0, "a userspace waiter sets WAITERS");
     // Still held: after USER_WAIT_NS it leaves the userspace wait for the kernel.
@@ -220,13 +231,7 @@ fn unlock_wakes_a_userspace_waiter() {
     for _ in 0..20 {
         let m = Arc::new(RawRtMutexWith::<RT_SPIN>::new());
         let g = m.lock_checked().unwrap();
-        let t = {
-            let m = m.clone();
-            std::thread::spawn(move || {
-                let g = m.lock_checked().unwrap();
-                unsafe { m.raw_unlock(g) };
-            })
-        };
+        let t = spawn_locker(&m, || {});
         eventually("the waiter waits in userspace", || m.user_waiters() == 1);
         unsafe { m.raw_unlock(g) };
         t.join().unwrap();
@@ -241,13 +246,7 @@ fn unlock_wakes_a_userspace_waiter() {
 fn kwait_mode_queues_in_the_kernel() {
     let m = Arc::new(RawRtMutexWith::<RT_SPIN_KWAIT>::new());
     let g = m.lock_checked().unwrap();
-    let t = {
-        let m = m.clone();
-        std::thread::spawn(move || {
-            let g = m.lock_checked().unwrap();
-            unsafe { m.raw_unlock(g) };
-        })
-    };
+    let t = spawn_locker(&m, || {});
     eventually("the waiter queues", || m.word() & WAITERS != 0);
     std::thread::sleep(Duration::from_millis(2));
     assert_eq!(m.user_waiters(), 0);
@@ -269,15 +268,7 @@ fn realtime_waiter_queues_in_the_kernel() {
     }
     let m = Arc::new(RawRtMutexWith::<RT_SPIN>::new());
     let g = m.lock_checked().unwrap();
-    let t = {
-        let m = m.clone();
-        std::thread::spawn(move || {
-            klock::rt::set_fifo(10).unwrap();
-            let g = m.lock_checked().unwrap();
-            unsafe { m.raw_unlock(g) };
-            klock::rt::set_normal().unwrap();
-        })
-    };
+    let t = spawn_locker(&m, || klock::rt::set_fifo(10).unwrap());
     eventually("the real-time waiter queues", || m.word() & WAITERS != 0);
     for _ in 0..10 {
         assert_eq!(
