@@ -143,6 +143,12 @@ pub trait WaitLockRaw: Sized + Send + Sync {
     /// An unlocked lock (loom atomics cannot be built in a constant).
     #[cfg(loom)]
     fn new_unlocked() -> Self;
+    /// Whether a waiter that keeps failing eventually sleeps (`false`: it
+    /// spins forever, as a queued spinlock does). Only a sleeping wait lock
+    /// is safe for `SCHED_FIFO` threads of different priorities on one CPU,
+    /// where a spinning or yielding waiter never lets a lower-priority
+    /// holder run.
+    const SLEEPS: bool;
     /// Acquire (spinning; may yield the CPU).
     fn lock(&self);
     /// Release.
@@ -153,6 +159,7 @@ pub trait WaitLockRaw: Sized + Send + Sync {
 }
 
 impl<const PENDING_LOOPS: u32> WaitLockRaw for RawQSpinLockWith<PENDING_LOOPS> {
+    const SLEEPS: bool = false;
     #[cfg(not(loom))]
     const INIT: Self = Self::new();
     #[cfg(loom)]
@@ -171,9 +178,14 @@ impl<const PENDING_LOOPS: u32> WaitLockRaw for RawQSpinLockWith<PENDING_LOOPS> {
 }
 
 /// A test-and-test-and-set lock that spins briefly and then yields the
-/// CPU (`sched_yield`) while the lock stays taken. Not fair, not queued:
-/// under oversubscription no waiter can stall the others, and a yielding
-/// waiter gives a preempted holder its CPU back.
+/// CPU (`sched_yield`) while the lock stays taken, and after
+/// [`YIELD_LOCK_YIELDS`] yields sleeps [`YIELD_LOCK_SLEEP_NS`] at a time.
+/// Not fair, not queued: under oversubscription no waiter can stall the
+/// others, and a yielding waiter gives a preempted holder its CPU back.
+/// The sleep is for real-time threads: `sched_yield` only lets threads of
+/// the same priority run, so a `SCHED_FIFO` waiter would yield forever to
+/// a lower-priority holder preempted on its CPU. The sleep is timed (no
+/// wake-up to send), so `unlock` stays one store.
 #[derive(Debug)]
 pub struct YieldLock {
     word: AtomicU32,
@@ -181,6 +193,12 @@ pub struct YieldLock {
 
 /// Spins (re-reads) between yields in [`YieldLock`].
 const YIELD_LOCK_SPINS: u32 = 64;
+/// Yields before a [`YieldLock`] waiter starts sleeping.
+pub const YIELD_LOCK_YIELDS: u32 = 16;
+/// How long a [`YieldLock`] waiter sleeps per round once yielding did not
+/// help (50 µs: long enough for a preempted holder to finish, short
+/// against the scheduler's time slice).
+pub const YIELD_LOCK_SLEEP_NS: u64 = 50_000;
 
 impl YieldLock {
     /// An unlocked lock.
@@ -202,13 +220,24 @@ impl YieldLock {
     #[cold]
     #[inline(never)]
     fn lock_contended(&self) {
+        let mut yields = 0u32;
         loop {
             let mut n = 0;
             while self.word.load(Relaxed) != 0 {
                 n += 1;
                 if n >= YIELD_LOCK_SPINS {
-                    #[cfg(not(loom))]
-                    std::thread::yield_now();
+                    if yields < YIELD_LOCK_YIELDS {
+                        yields += 1;
+                        #[cfg(not(loom))]
+                        std::thread::yield_now();
+                    } else {
+                        // Timed: the holder sends no wake-up.
+                        let _ = crate::sys::futex_wait(
+                            &self.word,
+                            1,
+                            Some(core::time::Duration::from_nanos(YIELD_LOCK_SLEEP_NS)),
+                        );
+                    }
                     n = 0;
                 }
                 cpu_relax();
@@ -232,6 +261,7 @@ impl Default for YieldLock {
 }
 
 impl WaitLockRaw for YieldLock {
+    const SLEEPS: bool = true;
     #[cfg(not(loom))]
     const INIT: Self = Self::new();
     #[cfg(loom)]

@@ -276,3 +276,81 @@ fn stress_exclusion_mixed_priorities() {
     stress_mixed::<RT_SPIN>(rt_ok);
     stress_mixed::<NO_RT_SPIN>(rt_ok);
 }
+
+/// A `SCHED_FIFO` waiter on the mutexes' internal wait lock, on the CPU of
+/// a lower-priority holder it preempted: `sched_yield` never lets the
+/// holder run (it only yields to equal priorities). Returns how long the
+/// waiter took, and whether it needed a rescue (the main thread, on the
+/// free CPU, drops it to `SCHED_OTHER` after `RESCUE`).
+fn preempted_holder_wait<W: klock::mutex::WaitLockRaw + 'static>() -> (Duration, bool) {
+    const RESCUE: Duration = Duration::from_secs(1);
+    let lock = Arc::new(W::INIT);
+    let held = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let high_tid = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let low = {
+        let (lock, held) = (lock.clone(), held.clone());
+        spawn_rt(move || {
+            become_rt(10);
+            lock.lock();
+            held.store(true, Release);
+            // The high thread preempts us here; 20 ms of work remain.
+            busy_until(Instant::now() + Duration::from_millis(20), || false);
+            unsafe { lock.unlock() };
+            drop_rt();
+        })
+    };
+    wait_flag(&held, Duration::from_secs(2));
+    let high = {
+        let (lock, done, high_tid) = (lock.clone(), done.clone(), high_tid.clone());
+        spawn_rt(move || {
+            high_tid.store(klock::sys::gettid(), Release);
+            become_rt(20);
+            let t0 = Instant::now();
+            lock.lock();
+            let waited = t0.elapsed();
+            unsafe { lock.unlock() };
+            done.store(true, Release);
+            drop_rt();
+            waited
+        })
+    };
+    let t0 = Instant::now();
+    let mut rescued = false;
+    while !done.load(Acquire) {
+        if !rescued && t0.elapsed() > RESCUE {
+            let p = libc::sched_param { sched_priority: 0 };
+            // SAFETY: plain syscall on the high thread's tid.
+            let r = unsafe {
+                libc::sched_setscheduler(high_tid.load(Acquire) as i32, libc::SCHED_OTHER, &p)
+            };
+            assert_eq!(r, 0, "could not rescue the high thread");
+            rescued = true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    low.join().unwrap();
+    (high.join().unwrap(), rescued)
+}
+
+/// klock's mutexes guard their wait lists with `YieldLock`, which sleeps
+/// after yielding did not help: a real-time waiter lets a preempted
+/// lower-priority holder finish. A queued spinlock as wait lock (the
+/// kernel's choice, `mutex-qwait`) spins forever instead — the same test
+/// catches it, which shows the test can fail.
+#[test]
+fn wait_lock_lets_a_preempted_lower_priority_holder_run() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let (waited, rescued) = preempted_holder_wait::<klock::mutex::YieldLock>();
+    assert!(!rescued, "YieldLock waiter livelocked: needed a rescue");
+    assert!(waited < Duration::from_millis(500), "waited {waited:?}");
+    let (_, rescued) = preempted_holder_wait::<klock::RawQSpinLock>();
+    assert!(
+        rescued,
+        "a spinning wait lock should have needed the rescue"
+    );
+}

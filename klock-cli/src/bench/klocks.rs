@@ -7,6 +7,9 @@ use klock::events::{snapshot, LockType};
 pub struct QSpin<const PENDING_LOOPS: u32>(RawM<klock::RawQSpinLockWith<PENDING_LOOPS>>);
 
 impl<const PL: u32> BenchLock for QSpin<PL> {
+    /// Never sleeps: a pure spinlock.
+    const SLEEPS: bool = false;
+
     fn new() -> Self {
         Self(RawM::new())
     }
@@ -32,6 +35,9 @@ impl<const PL: u32> TryBench for QSpin<PL> {
 pub struct QRw(super::peers::RawRw<klock::RawQRwLock>);
 
 impl BenchLock for QRw {
+    /// Never sleeps: a pure spinlock.
+    const SLEEPS: bool = false;
+
     fn new() -> Self {
         Self(BenchLock::new())
     }
@@ -61,6 +67,9 @@ impl TryBench for QRw {
 pub struct QSpinRmw(klock::RawQSpinLock);
 
 impl BenchLock for QSpinRmw {
+    /// Never sleeps: a pure spinlock.
+    const SLEEPS: bool = false;
+
     fn new() -> Self {
         Self(klock::RawQSpinLock::new())
     }
@@ -84,6 +93,8 @@ pub struct KMutex<const SPIN: u8, W: klock::mutex::WaitLockRaw = klock::mutex::W
 );
 
 impl<const SPIN: u8, W: klock::mutex::WaitLockRaw + 'static> BenchLock for KMutex<SPIN, W> {
+    /// Sleeps unless its wait-list lock spins forever (`mutex-qwait`).
+    const SLEEPS: bool = W::SLEEPS;
     fn new() -> Self {
         Self(RawM::new())
     }
@@ -124,6 +135,8 @@ impl<const SPIN: u8, W: klock::mutex::WaitLockRaw + 'static> TryBench for KMutex
 pub struct RtMutexLock<const SPIN: u8>(RawM<klock::RawRtMutexWith<SPIN>>);
 
 impl<const SPIN: u8> BenchLock for RtMutexLock<SPIN> {
+    const PRIORITY_INHERITANCE: bool = true;
+
     fn new() -> Self {
         Self(RawM::new())
     }
@@ -190,6 +203,10 @@ impl<const R: u8, const A: u8> TryBench for RwSem<R, A> {
 pub struct OnBpf<L>(L);
 
 impl<L: BenchLock> BenchLock for OnBpf<L> {
+    const PRIORITY_INHERITANCE: bool = L::PRIORITY_INHERITANCE;
+
+    const SLEEPS: bool = L::SLEEPS;
+
     fn new() -> Self {
         Self(L::new())
     }

@@ -13,6 +13,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 /// Generic closures keep every (lock, workload) pair monomorphized: the
 /// harness adds no indirect call to any lock's path.
 pub trait BenchLock: Send + Sync + 'static {
+    /// Whether a waiter eventually sleeps (`false`: a pure spinlock, which
+    /// the pi suite refuses: a real-time waiter spinning on one CPU would
+    /// starve the owner for good).
+    const SLEEPS: bool = true;
+    /// Whether the lock has priority inheritance (a PI futex): the pi
+    /// suite's watchdog must then count no stall.
+    const PRIORITY_INHERITANCE: bool = false;
     /// A fresh, unlocked lock.
     fn new() -> Self;
     /// Run `f` holding the lock exclusively.
@@ -213,6 +220,9 @@ unsafe impl Send for PthreadSpin {}
 unsafe impl Sync for PthreadSpin {}
 
 impl BenchLock for PthreadSpin {
+    /// Never sleeps: a pure spinlock.
+    const SLEEPS: bool = false;
+
     fn new() -> Self {
         let s = Box::new(UnsafeCell::new(0));
         // SAFETY: boxed, so the address is stable from init on.
@@ -288,6 +298,9 @@ pub struct TicketLock {
 }
 
 impl BenchLock for TicketLock {
+    /// Never sleeps: a pure spinlock.
+    const SLEEPS: bool = false;
+
     fn new() -> Self {
         Self {
             next: AtomicU32::new(0),
@@ -312,6 +325,9 @@ impl BenchLock for TicketLock {
 pub struct TtasLock(CachePadded<AtomicBool>);
 
 impl BenchLock for TtasLock {
+    /// Never sleeps: a pure spinlock.
+    const SLEEPS: bool = false;
+
     fn new() -> Self {
         Self(CachePadded::new(AtomicBool::new(false)))
     }

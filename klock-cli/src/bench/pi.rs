@@ -29,7 +29,7 @@
 //! mean and standard deviation by group count, as the seed's `Hmean`/
 //! `Stddev` rows.
 
-use super::peers::{BenchLock, PthreadAdaptive, PthreadNormal, StdMutex};
+use super::peers::BenchLock;
 use super::report::{rate, thousands, Machine, ResultFile, ResultRow};
 use super::stats::{hmean, mean, min_mean_max, stddev};
 use super::workload::{Role, RunOutcome};
@@ -61,8 +61,6 @@ const PRIO_MED: i32 = 20;
 const PRIO_HIGH: i32 = 30;
 /// The heartbeat (above every group thread; it sleeps 1 ms at a time).
 const PRIO_HEARTBEAT: i32 = 40;
-/// Locks with priority inheritance (their watchdog count must be 0).
-pub const PI_LOCKS: &[&str] = &["rtmutex", "rtmutex-nospin", "pthread-pi", "pi-futex"];
 
 // ---------------------------------------------------------------- PI peers
 
@@ -92,6 +90,8 @@ fn check(call: &str, rc: libc::c_int) {
 }
 
 impl BenchLock for PthreadPi {
+    const PRIORITY_INHERITANCE: bool = true;
+
     fn new() -> Self {
         let m = Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
         // SAFETY: attr initialised before use and destroyed after; `m` is
@@ -158,6 +158,8 @@ impl PiFutexLock {
 }
 
 impl BenchLock for PiFutexLock {
+    const PRIORITY_INHERITANCE: bool = true;
+
     fn new() -> Self {
         Self(crossbeam_utils::CachePadded::new(AtomicU32::new(0)))
     }
@@ -358,6 +360,8 @@ pub struct PiRun {
     pub ctx_voluntary: u64,
     pub ctx_involuntary: u64,
     pub events: Vec<(&'static str, u64)>,
+    /// The lock has priority inheritance ([`BenchLock::PRIORITY_INHERITANCE`]).
+    pub priority_inheritance: bool,
 }
 
 /// Pins the calling thread to CPU 0 and restores its CPU set when dropped:
@@ -386,9 +390,19 @@ impl Drop for OnCpu0 {
     }
 }
 
-/// Run `groups` pi_stress groups on a fresh lock of type `L` per group.
-/// The calling thread is the watchdog; it stays on CPU 0 meanwhile.
+/// Run `groups` pi_stress groups on a fresh lock of type `L` per group,
+/// under the lock's owner-running oracle (switched before any real-time
+/// thread starts). The calling thread is the watchdog; it stays on CPU 0
+/// meanwhile.
 pub fn run<L: BenchLock>(
+    groups: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Result<PiRun, String> {
+    super::peers::with_oracle::<L, _>(|| run_once::<L>(groups, warmup, duration))
+}
+
+fn run_once<L: BenchLock>(
     groups: usize,
     warmup: Duration,
     duration: Duration,
@@ -577,6 +591,7 @@ pub fn run<L: BenchLock>(
         })
         .collect();
     Ok(PiRun {
+        priority_inheritance: L::PRIORITY_INHERITANCE,
         window_rates,
         per_group,
         failures,
@@ -589,28 +604,13 @@ pub fn run<L: BenchLock>(
     })
 }
 
-type Runner = fn(usize, Duration, Duration) -> Result<PiRun, String>;
+/// How the registry runs one lock type in this suite ([`run`]).
+pub type Runner = fn(usize, Duration, Duration) -> Result<PiRun, String>;
 
-/// The pi_stress runner of a lock id (any exclusive lock can be run; the
-/// non-PI ones are controls that must stall).
-fn runner(id: &str) -> Option<Runner> {
-    use super::klocks::{KMutex, RtNoSpin, RtSpin};
-    Some(match id {
-        "rtmutex" => run::<RtSpin>,
-        "rtmutex-nospin" => run::<RtNoSpin>,
-        "pthread-pi" => run::<PthreadPi>,
-        "pi-futex" => run::<PiFutexLock>,
-        "std-mutex" => run::<StdMutex>,
-        "mutex" => run::<KMutex<{ klock::mutex::OWNER_SPIN }>>,
-        "pthread" => run::<PthreadNormal>,
-        "pthread-adaptive" => run::<PthreadAdaptive>,
-        "parking_lot" => run::<super::peers::ParkingLotMutex>,
-        _ => return None,
-    })
+/// The runner of lock type `L`, or `None` if it never sleeps.
+pub fn runner<L: BenchLock>() -> Option<Runner> {
+    L::SLEEPS.then_some(run::<L> as Runner)
 }
-
-const RUNNABLE: &str =
-    "rtmutex, rtmutex-nospin, pthread-pi, pi-futex, std-mutex, mutex, pthread, pthread-adaptive, parking_lot";
 
 // ---------------------------------------------------------------- results
 
@@ -693,7 +693,7 @@ fn row(id: &str, lock: &str, variant: &str, groups: usize, runs: &[PiRun], windo
         inversions: runs.iter().flat_map(|r| r.per_group.iter()).sum(),
         watchdog_failures: runs.iter().map(|r| r.failures).sum(),
         cpu_stalls: runs.iter().map(|r| r.cpu_stalls).sum(),
-        priority_inheritance: PI_LOCKS.contains(&id),
+        priority_inheritance: runs.first().is_some_and(|r| r.priority_inheritance),
         windows: rates.len(),
         window_s,
         inversions_per_s_hmean: hmean(&rates),
@@ -716,18 +716,18 @@ pub fn execute(
             "pi: --threads is the number of pi_stress groups (3 real-time threads each), at most {MAX_GROUPS} (got {g})"
         ));
     }
-    let runners = plan
-        .locks
-        .iter()
-        .map(|l| {
-            runner(l.id).ok_or_else(|| {
-                format!(
-                    "lock '{}' cannot run the pi suite; pi runs: {RUNNABLE}",
-                    l.id
-                )
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(spin) = plan.locks.iter().find(|l| l.runners.pi.is_none()) {
+        let sleeping: Vec<&str> = super::registry::all()
+            .into_iter()
+            .filter(|l| l.runners.pi.is_some())
+            .map(|l| l.id)
+            .collect();
+        return Err(format!(
+            "lock '{}' can keep a waiter spinning for good (a spinlock, or a wait list under one): on pi's one CPU a real-time waiter would then starve a lower-priority owner; pi runs locks whose waiters sleep: {}",
+            spin.id,
+            sleeping.join(", ")
+        ));
+    }
     if let Some(why) = klock::rt::rt_unavailable_reason(RT_CPU) {
         pb.suspend(|| {
             println!("\n== pi — skipped: {why}");
@@ -737,7 +737,8 @@ pub fn execute(
     }
     let window_s = plan.duration.as_secs_f64() / WINDOWS_PER_RUN as f64;
     let mut rows = Vec::new();
-    for (lock, run_fn) in plan.locks.iter().zip(&runners) {
+    for lock in &plan.locks {
+        let run_fn = lock.runners.pi.expect("checked above");
         for &groups in &plan.threads {
             let mut runs = Vec::with_capacity(plan.runs);
             for r in 0..plan.runs {
@@ -901,7 +902,9 @@ pub fn render(rows: &[PiRow], title: &str, workload: &str, machine: &Machine) ->
             .filter(|r| r.base.id == *id)
             .map(|r| r.watchdog_failures)
             .sum();
-        let pi = PI_LOCKS.contains(id);
+        let pi = rows
+            .iter()
+            .any(|r| r.base.id == *id && r.priority_inheritance);
         let verdict = match (pi, fails) {
             (true, 0) => "0 failures (PI: must be 0) — OK".to_string(),
             (true, n) => format!("{n} failures — FAIL: a PI lock stalled"),

@@ -43,13 +43,19 @@ macro_rules! entry {
     };
     (@runners $ty:ty) => {
         Runners {
+            pi: super::pi::runner::<$ty>(),
             tree: treelock::run::<$ty>,
             tree_tracked: Some(treelock::run::<Stat<$ty>>),
             tracked: Some(run::<Stat<$ty>>),
         }
     };
     (@runners $ty:ty [untracked]) => {
-        Runners { tree: treelock::run::<$ty>, tree_tracked: None, tracked: None }
+        Runners {
+            pi: super::pi::runner::<$ty>(),
+            tree: treelock::run::<$ty>,
+            tree_tracked: None,
+            tracked: None,
+        }
     };
 }
 

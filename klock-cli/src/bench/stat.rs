@@ -69,6 +69,10 @@ impl<L: TryBench> Stat<L> {
 }
 
 impl<L: TryBench> BenchLock for Stat<L> {
+    const PRIORITY_INHERITANCE: bool = L::PRIORITY_INHERITANCE;
+
+    const SLEEPS: bool = L::SLEEPS;
+
     fn new() -> Self {
         let class = NEXT_CLASS
             .lock()
@@ -99,9 +103,13 @@ impl<L: TryBench> BenchLock for Stat<L> {
 
 type Run<W> = fn(&W) -> Result<RunOutcome, String>;
 
-/// How to run one lock type in the treelock suite and under `klock stat`.
+/// How to run one lock type in the suites with their own workloads
+/// (treelock, pi_stress) and under `klock stat`.
 #[derive(Clone, Copy)]
 pub struct Runners {
+    /// pi_stress groups (`None` for a lock that never sleeps; non-PI locks
+    /// that sleep are controls that must stall).
+    pub pi: Option<super::pi::Runner>,
     /// treelock, untracked.
     pub tree: Run<TreeWork>,
     /// treelock under lockstat (`None`: the type has no [`TryBench`]).
