@@ -41,7 +41,7 @@
 //! waiters: a `SCHED_OTHER` task's CPU share comes from its nice weight,
 //! which a PI boost does not change. So a contender that is **not**
 //! real-time (`SCHED_OTHER`/`BATCH`/`IDLE`), once its spin failed, **waits
-//! in userspace** on a second futex ([`USER_WAIT_NS`] at most), and the
+//! in userspace** on a second futex ([`user_wait_ns`] at most), and the
 //! lock keeps being taken from userspace like [`crate::Mutex`]:
 //!
 //! * It sets `WAITERS` in the word itself (a bit the kernel's ABI lets
@@ -53,9 +53,10 @@
 //!   userspace: they spin as top waiter or queue in the kernel, which boosts
 //!   the owner and hands them the lock ahead of every userspace waiter
 //!   (the word is never 0 while they are queued).
-//! * After [`USER_WAIT_NS`] a userspace waiter queues in the kernel: that
+//! * After [`user_wait_ns`] (default [`USER_WAIT_NS`], 4 ms) a userspace
+//!   waiter queues in the kernel: that
 //!   bounds its wait (the kernel hands it the lock) and lets the kernel see
-//!   an ABBA deadlock among non-real-time threads (reported `USER_WAIT_NS`
+//!   an ABBA deadlock among non-real-time threads (reported that much
 //!   late instead of at once).
 //!
 //! Switch: [`set_user_wait`] / `KLOCK_RT_USER_WAIT=0` (all non-RT waiters
@@ -169,11 +170,25 @@ pub const NO_RT_SPIN: u8 = 2;
 /// design, kept so that one benchmark run can show both).
 pub const RT_SPIN_KWAIT: u8 = 3;
 
-/// Longest a non-real-time contender waits in userspace before it queues
-/// in the kernel (4 ms, as [`crate::mutex::DEFAULT_HANDOFF_NS`]): it bounds
-/// the wait (the kernel hands the lock to its queued waiters first) and lets
-/// the kernel see a deadlock cycle.
+/// Default of [`user_wait_ns`]: 4 ms, as [`crate::mutex::DEFAULT_HANDOFF_NS`].
 pub const USER_WAIT_NS: u64 = 4_000_000;
+
+/// Longest a non-real-time contender waits in userspace.
+static USER_WAIT_LIMIT: core::sync::atomic::AtomicU64 =
+    core::sync::atomic::AtomicU64::new(USER_WAIT_NS);
+
+/// Longest a non-real-time contender waits in userspace before it queues
+/// in the kernel: it bounds the wait (the kernel hands the lock to its
+/// queued waiters first) and lets the kernel see a deadlock cycle.
+pub fn user_wait_ns() -> u64 {
+    USER_WAIT_LIMIT.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// Set [`user_wait_ns`] for all locks (at least 1 µs). Configuration, not
+/// synchronisation: takes effect at the next userspace wait.
+pub fn set_user_wait_ns(ns: u64) {
+    USER_WAIT_LIMIT.store(ns.max(1_000), core::sync::atomic::Ordering::Relaxed);
+}
 
 /// When the oracle says the owner runs, the spinner spins without the
 /// adaptive budget, but for at most this many budgets in all: two threads
@@ -558,7 +573,7 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
 
     /// Wait in userspace (a non-real-time contender; see the module docs).
     /// `Ok(true)`: we took the lock; `Ok(false)`: go to the kernel (waited
-    /// [`USER_WAIT_NS`]).
+    /// [`user_wait_ns`]).
     #[cold]
     #[inline(never)]
     fn user_wait(&self, me: u32, deadline: Option<u64>) -> Result<bool, RtMutexError> {
@@ -639,7 +654,7 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
         #[cfg(loom)]
         return crate::sync::loom_tunable(&self.loom_user_wait_ns, || u64::MAX);
         #[cfg(not(loom))]
-        USER_WAIT_NS
+        user_wait_ns()
     }
 
     /// Sleep on `park_seq` while it reads `seq`, at most `ns`.

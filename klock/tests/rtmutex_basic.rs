@@ -3,12 +3,32 @@
 //! the LOCK_PI fallback, hand-over through the kernel.
 
 use klock::rtmutex::{
-    force_lock_pi_fallback, RawRtMutexWith, RtMutexError, RtMutexExt, NO_RT_SPIN, RT_SPIN,
-    RT_SPIN_KWAIT, USER_WAIT_NS, WAITERS,
+    force_lock_pi_fallback, set_user_wait_ns, user_wait_ns, RawRtMutexWith, RtMutexError,
+    RtMutexExt, NO_RT_SPIN, RT_SPIN, RT_SPIN_KWAIT, USER_WAIT_NS, WAITERS,
 };
 use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
+
+/// Tests that depend on the userspace wait limit run one at a time, each
+/// with its own limit (restored to the default afterwards).
+static USER_WAIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+struct UserWaitLimit(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+
+impl UserWaitLimit {
+    fn set(ns: u64) -> Self {
+        let g = USER_WAIT.lock().unwrap_or_else(|e| e.into_inner());
+        set_user_wait_ns(ns);
+        Self(g)
+    }
+}
+
+impl Drop for UserWaitLimit {
+    fn drop(&mut self) {
+        set_user_wait_ns(USER_WAIT_NS);
+    }
+}
 
 #[test]
 fn self_deadlock_returns_edeadlk() {
@@ -41,6 +61,7 @@ fn lock_api_path_panics_clearly_on_deadlock() {
 /// lock that would close the cycle.
 #[test]
 fn abba_deadlock_is_detected_by_the_kernel() {
+    let _limit = UserWaitLimit::set(USER_WAIT_NS);
     let a = Arc::new(klock::RtMutex::new(()));
     let b = Arc::new(klock::RtMutex::new(()));
     let both_hold = Arc::new(Barrier::new(2));
@@ -210,6 +231,9 @@ fn spawn_locker<const S: u8>(
 /// then, after USER_WAIT_NS, queues in the kernel, which hands it the lock.
 #[test]
 fn non_rt_waiter_waits_in_userspace_then_in_the_kernel() {
+    // Long enough for the 1 ms polls below to see the userspace wait on a
+    // loaded machine.
+    let _limit = UserWaitLimit::set(300_000_000);
     let m = Arc::new(RawRtMutexWith::<RT_SPIN>::new());
     let g = m.lock_checked().unwrap();
     let t = spawn_locker(&m, || {});
@@ -220,7 +244,7 @@ fn non_rt_waiter_waits_in_userspace_then_in_the_kernel() {
     assert_ne!(m.word() & WAITERS, 0);
     unsafe { m.raw_unlock(g) };
     let waited = t.join().unwrap();
-    assert!(waited >= Duration::from_nanos(USER_WAIT_NS), "{waited:?}");
+    assert!(waited >= Duration::from_nanos(user_wait_ns()), "{waited:?}");
     assert_eq!(m.word(), 0);
 }
 
@@ -228,6 +252,8 @@ fn non_rt_waiter_waits_in_userspace_then_in_the_kernel() {
 /// would have sent it to the kernel).
 #[test]
 fn unlock_wakes_a_userspace_waiter() {
+    // No move to the kernel while we look.
+    let _limit = UserWaitLimit::set(30_000_000_000);
     for _ in 0..20 {
         let m = Arc::new(RawRtMutexWith::<RT_SPIN>::new());
         let g = m.lock_checked().unwrap();
