@@ -16,7 +16,10 @@
 //!    when the adaptive time budget is spent), or
 //! 3. it is no longer the top waiter: somebody queued in the kernel
 //!    (`FUTEX_WAITERS` appeared), or the owner handed the lock to a kernel
-//!    waiter (the owner changed while `FUTEX_WAITERS` stayed set).
+//!    waiter (the owner changed while `FUTEX_WAITERS` stayed set). A
+//!    userspace waiter (below) sets the bit too; the spinner cannot tell
+//!    the two apart and stops as well, then waits in userspace itself if
+//!    it is not real-time.
 //!
 //! The kernel leaves `FUTEX_WAITERS` set after every hand-over, even when
 //! nobody else is queued, so the bit alone cannot say whether a waiter is
