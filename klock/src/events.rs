@@ -173,7 +173,8 @@ lock_events! {
         /// A non-real-time contender slept in userspace (on the lock's
         /// second futex) instead of queueing in the kernel.
         RtUserPark = "user_park",
-        /// An unlock woke a userspace waiter.
+        /// A userspace waiter was woken: by an unlock, or passed on by a
+        /// waiter that left without the lock.
         RtUserWake = "user_wake",
         /// A userspace waiter waited `USER_WAIT_NS` and queued in the kernel.
         RtUserWaitExpired = "user_wait_expired",

@@ -183,6 +183,5 @@ mod tests {
         if unsafe { libc::geteuid() } == 0 {
             assert!(has_cap_sys_nice());
         }
-        assert!(!own_cgroup().is_empty());
     }
 }

@@ -38,8 +38,8 @@
 //!
 //! `FUTEX_UNLOCK_PI` hands the lock straight to the kernel's top waiter,
 //! which must then wake up and run: once contenders queue in the kernel,
-//! every acquisition costs a wake-up (a hand-over convoy; measured: 80–140
-//! kop/s at 4–16 threads for every PI lock, against 1.7–7 Mop/s for
+//! every acquisition costs a wake-up (a hand-over convoy; measured: 60–210
+//! kop/s at 4–16 threads for every PI lock, against 1.3–7 Mop/s for
 //! [`crate::Mutex`]). Priority inheritance only matters for real-time
 //! waiters: a `SCHED_OTHER` task's CPU share comes from its nice weight,
 //! which a PI boost does not change. So a contender that is **not**
@@ -596,6 +596,7 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
             let seq = self.park_seq.load(Acquire);
             let w = self.word.load(Relaxed);
             let owner = w & TID_MASK;
+            // owner != me: lock_slow sent a self-deadlock to the kernel.
             if owner == 0 {
                 // (0, 0) -> (me, p): free, and no kernel waiter is queued
                 // (the kernel would have named it). Keep WAITERS set if
@@ -607,10 +608,6 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
                     break Ok(true);
                 }
                 continue;
-            }
-            if owner == me {
-                // Cannot happen (checked before); let the kernel decide.
-                break Ok(false);
             }
             // (X, 0) -> (X, 1): make X's unlock take the slow path, which
             // wakes us. Relaxed: ordering comes from `parked` (above).
@@ -734,10 +731,6 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
         // hand-over convoy that a stale WAITERS bit would otherwise keep up.
         let waiters_at_start = w & WAITERS != 0;
         let first_owner = w & TID_MASK;
-        if w & TID_MASK == me {
-            // Self-deadlock: let the kernel say EDEADLK.
-            return false;
-        }
         // Claim the spinner slot: 0 -> me. Relaxed: the slot only decides
         // who spins; the lock itself is taken by an Acquire CAS.
         if self
