@@ -147,6 +147,12 @@ lock_events! {
         /// Did not spin: as many threads as CPUs-1 were already spinning
         /// on this lock (one more could only spin on a preempted owner).
         MutexSpinFailCrowded = "spin_fail_crowded",
+        /// The adaptive test ([`crate::spinadapt`]) found spinning faster
+        /// (or no slower) than sleeping and kept it for the next 250 ms.
+        MutexAdaptSpin = "adapt_spin",
+        /// The adaptive test found sleeping faster: no owner spinning for
+        /// the next 250 ms.
+        MutexAdaptNoSpin = "adapt_nospin",
     }
 
     /// The priority-inheritance mutex ([`crate::rtmutex`]).

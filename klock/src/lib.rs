@@ -34,6 +34,7 @@ pub mod rtmutex;
 
 pub mod rwsem;
 pub mod spin;
+pub mod spinadapt;
 mod switch;
 pub mod sync;
 pub mod sys;
@@ -96,8 +97,9 @@ pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;
 pub type MappedMutexGuard<'a, T> = lock_api::MappedMutexGuard<'a, RawMutex, T>;
 
 /// A [`Mutex`] with a fixed spin mode: [`mutex::OWNER_SPIN`],
-/// [`mutex::NO_OWNER_SPIN`] or [`mutex::OWNER_SPIN_GLOBAL`]. Both fixed
-/// modes can be used side by side in one process.
+/// [`mutex::OWNER_SPIN_FIXED`], [`mutex::NO_OWNER_SPIN`] or
+/// [`mutex::OWNER_SPIN_GLOBAL`]. All can be used side by side in one
+/// process.
 #[cfg(not(loom))]
 pub type MutexWith<const SPIN: u8, T> = lock_api::Mutex<RawMutexWith<SPIN>, T>;
 
@@ -105,7 +107,9 @@ pub type MutexWith<const SPIN: u8, T> = lock_api::Mutex<RawMutexWith<SPIN>, T>;
 #[cfg(not(loom))]
 pub type MutexWithGuard<'a, const SPIN: u8, T> = lock_api::MutexGuard<'a, RawMutexWith<SPIN>, T>;
 
-/// A [`Mutex`] that always spins on a running owner (kernel `OWNER_SPIN`).
+/// A [`Mutex`] that spins on a running owner (kernel `OWNER_SPIN`) whatever
+/// the global switch says, unless its adaptive test ([`spinadapt`]) finds
+/// sleeping faster.
 #[cfg(not(loom))]
 pub type OwnerSpinMutex<T> = MutexWith<{ mutex::OWNER_SPIN }, T>;
 

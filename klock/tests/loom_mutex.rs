@@ -16,6 +16,9 @@
 //!   loom fails the model. In addition, the mutex asserts (under loom) the
 //!   invariant that makes wake-ups reliable: while a waiter is queued,
 //!   `WAITERS` is set whenever a thread holds `wait_lock`.
+//! * `WOKEN`: an unlock that finds the first waiter awake skips the
+//!   wake-up; the waiter clears `WOKEN` under `wait_lock` before its last
+//!   trylock, so no model loses it (the three-thread models reach the skip).
 //! * Hand-off: with a hand-off bound of 0 every first waiter demands the
 //!   lock; the `UnsafeCell` check shows nobody steals a `PICKUP`.
 //! * After each execution: the owner word is 0 and the wait list is empty.
@@ -50,6 +53,7 @@ struct Coverage {
     pickups: AtomicU32,
     timeouts: AtomicU32,
     wake_next_on_leave: AtomicU32,
+    woken_skips: AtomicU32,
 }
 
 impl Coverage {
@@ -65,6 +69,7 @@ impl Coverage {
             (&self.pickups, &p.pickups),
             (&self.timeouts, &p.timeouts),
             (&self.wake_next_on_leave, &p.wake_next_on_leave),
+            (&self.woken_skips, &p.woken_skips),
         ] {
             t.fetch_add(c.load(Relaxed), Relaxed);
         }
@@ -194,6 +199,7 @@ fn sleep_three_threads() {
         NEVER,
     );
     assert!(cov.wakes_of_sleepers.load(Relaxed) > 0);
+    assert!(cov.woken_skips.load(Relaxed) > 0);
 }
 
 /// Three lockers spinning: a second spinner queues in the OSQ behind the

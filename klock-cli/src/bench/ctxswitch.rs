@@ -133,6 +133,7 @@ fn pingpong(cpu: usize, warmup: Duration, duration: Duration) -> Result<RunOutco
         ctx_voluntary: u1.since(u0).nvcsw,
         ctx_involuntary: u1.since(u0).nivcsw,
         events: Vec::new(),
+        xfer_ns: (None, None),
     })
 }
 

@@ -10,6 +10,7 @@ pub mod report;
 pub mod stats;
 pub mod suites;
 pub mod workload;
+pub mod xfer;
 // treelock suite and `klock stat` (issue 7)
 pub mod stat;
 pub mod treelock;

@@ -666,6 +666,7 @@ fn row(id: &str, lock: &str, variant: &str, groups: usize, runs: &[PiRun], windo
             ctx_voluntary: r.ctx_voluntary,
             ctx_involuntary: r.ctx_involuntary,
             events: r.events.clone(),
+            xfer_ns: (None, None),
         })
         .collect();
     let mut base = ResultRow::aggregate(id, lock, variant, 0, 3 * groups, &outcomes);

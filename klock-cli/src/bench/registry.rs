@@ -99,7 +99,15 @@ pub fn all() -> Vec<LockEntry> {
             "klock-mutex",
             "owner-spin",
             false,
-            "klock::Mutex: spins while the owner runs (OSQ-gated), else sleeps on a futex; hand-off"
+            "klock::Mutex: spins while the owner runs (OSQ-gated), else sleeps on a futex; hand-off; spinning turned off while the lock's adaptive test finds sleeping faster"
+        ),
+        entry!(
+            KMutex<{ klock::mutex::OWNER_SPIN_FIXED }>,
+            "mutex-fixed",
+            "klock-mutex",
+            "owner-spin,adapt=off",
+            false,
+            "klock::Mutex without the adaptive test: always spins on a running owner (the kernel's OWNER_SPIN exactly)"
         ),
         entry!(
             OnBpf<KMutex<{ klock::mutex::OWNER_SPIN }>>,

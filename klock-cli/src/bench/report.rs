@@ -70,6 +70,10 @@ pub struct ResultRow {
     pub id: String,
     /// kop/s of each run.
     pub kops_runs: Vec<f64>,
+    /// Cache-line round trip between two CPUs (ns), `[before, after]`
+    /// each run (`null`: not measured). On a VM whose vCPUs the host moves
+    /// apart and together, compare runs at similar values.
+    pub xfer_ns_runs: Vec<(Option<f64>, Option<f64>)>,
 }
 
 /// Per-thread Min/Mean/Max of one role (or all threads), averaged over runs.
@@ -164,6 +168,7 @@ impl ResultRow {
             events,
             id: id.into(),
             kops_runs: kops,
+            xfer_ns_runs: runs.iter().map(|r| r.xfer_ns).collect(),
         }
     }
 }
@@ -295,6 +300,78 @@ fn fmt_mmm(min: Option<u64>, mean: Option<f64>, max: Option<u64>) -> String {
     }
 }
 
+/// The cross-CPU cache-line round trip measured around the runs
+/// ([`super::xfer`]): one line, and when it moved during the suite (max
+/// more than three times min), the locking rate split into runs at a short and
+/// at a long round trip.
+fn xfer_section(rows: &[ResultRow]) -> String {
+    let mut ns: Vec<f64> = rows
+        .iter()
+        .flat_map(|r| r.xfer_ns_runs.iter())
+        .flat_map(|&(a, b)| [a, b])
+        .flatten()
+        .collect();
+    if ns.is_empty() {
+        return String::new();
+    }
+    ns.sort_by(f64::total_cmp);
+    let (lo, mid, hi) = (ns[0], ns[ns.len() / 2], ns[ns.len() - 1]);
+    let mut out = format!(
+        "\nCache-line round trip between two CPUs, before and after each run: \
+         {lo:.0} / {mid:.0} / {hi:.0} ns (min / median / max)\n"
+    );
+    // Within one placement the round trip varies up to ~2.3× on the
+    // development host (57–151 ns); the far placement is ~5× the near one.
+    if hi <= 3.0 * lo {
+        return out;
+    }
+    let cut = (lo * hi).sqrt();
+    let _ = writeln!(
+        out,
+        "  It moved during the suite: the host placed the CPUs nearer or farther, and lock \
+         hand-overs cost more in some runs than in others. Runs split at {cut:.0} ns \
+         (JSON: xfer_ns_runs):"
+    );
+    out += "\nLocking rate by CPU distance, kop/s: median of the runs near / far \
+            (runs whose round trip crossed the cut are left out)\n";
+    out += &grid(rows, |r| {
+        let (near, far) = split_by_distance(r, cut);
+        let med = |v: Vec<f64>| match median(v) {
+            Some(m) => rate(m),
+            None => "-".into(),
+        };
+        format!("{} / {}", med(near), med(far))
+    });
+    out
+}
+
+/// A row's per-run kop/s, split into runs entirely below `cut` ns of
+/// round trip and runs entirely at or above it.
+fn split_by_distance(r: &ResultRow, cut: f64) -> (Vec<f64>, Vec<f64>) {
+    let (mut near, mut far) = (Vec::new(), Vec::new());
+    for (&k, &(a, b)) in r.kops_runs.iter().zip(&r.xfer_ns_runs) {
+        match (a, b) {
+            (Some(a), Some(b)) if a < cut && b < cut => near.push(k),
+            (Some(a), Some(b)) if a >= cut && b >= cut => far.push(k),
+            _ => {}
+        }
+    }
+    (near, far)
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
 /// The suite's tables, as the kernel mails print them.
 pub fn render(file: &ResultFile, cost_table: bool) -> String {
     let rows = &file.results;
@@ -349,6 +426,8 @@ pub fn render(file: &ResultFile, cost_table: bool) -> String {
             thousands(r.ctx_involuntary as f64)
         )
     });
+
+    out += &xfer_section(rows);
 
     let (ids, threads) = axes(rows);
     let top = *threads.last().unwrap();
@@ -504,6 +583,7 @@ mod tests {
             ctx_voluntary: 10,
             ctx_involuntary: 3,
             events: vec![("lock_pending", 4)],
+            xfer_ns: (Some(80.0), None),
         }
     }
 
@@ -529,5 +609,37 @@ mod tests {
         assert_eq!(r.events["lock_pending"], 4);
         let r = ResultRow::aggregate("x", "x", "default", 0, 3, &runs);
         assert_eq!(r.reader_min, None);
+        assert_eq!(r.xfer_ns_runs, vec![(Some(80.0), None); 2]);
+    }
+
+    #[test]
+    fn runs_split_by_cpu_distance() {
+        use Role::*;
+        let run = |ops: u64, a: f64, b: f64| RunOutcome {
+            xfer_ns: (Some(a), Some(b)),
+            ..outcome(&[(Writer, ops)], 1.0)
+        };
+        // kop/s 6, 4, 5, 7: near, far, crossed the cut, near.
+        let runs = [
+            run(6000, 80.0, 85.0),
+            run(4000, 380.0, 390.0),
+            run(5000, 80.0, 390.0),
+            run(7000, 90.0, 75.0),
+        ];
+        let r = ResultRow::aggregate("mutex", "x", "default", 0, 1, &runs);
+        let cut = (75.0f64 * 390.0).sqrt();
+        assert_eq!(split_by_distance(&r, cut), (vec![6.0, 7.0], vec![4.0]));
+        let text = xfer_section(std::slice::from_ref(&r));
+        assert!(text.contains("75 / 90 / 390 ns"), "{text}");
+        assert!(text.contains("split at 171 ns"), "{text}");
+        // Near median 6.5, far 4 (kop/s).
+        assert!(
+            text.contains(&format!("{} / {}", rate(6.5), rate(4.0))),
+            "{text}"
+        );
+        // A round trip that did not move prints one line and no split.
+        let steady = ResultRow::aggregate("mutex", "x", "default", 0, 1, &runs[..1]);
+        let text = xfer_section(std::slice::from_ref(&steady));
+        assert_eq!(text.lines().filter(|l| !l.is_empty()).count(), 1, "{text}");
     }
 }

@@ -66,6 +66,7 @@ pub const SUITES: &[Suite] = &[
                 sections on shared state, all threads writers",
         default_locks: &[
             "mutex",
+            "mutex-fixed",
             "mutex-bpf",
             "mutex-nospin",
             "mutex-qwait",

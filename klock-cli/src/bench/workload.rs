@@ -106,6 +106,9 @@ pub struct RunOutcome {
     pub ctx_involuntary: u64,
     /// Lock events counted during the window.
     pub events: Vec<(&'static str, u64)>,
+    /// Cache-line round trip between two CPUs (ns) just before and just
+    /// after the run ([`super::xfer`]); `None` if not measured.
+    pub xfer_ns: (Option<f64>, Option<f64>),
 }
 
 impl RunOutcome {
@@ -223,6 +226,9 @@ fn events_delta(
         .collect()
 }
 
+/// How long [`super::xfer::round_trip_ns`] probes before and after a run.
+const XFER_PROBE: Duration = Duration::from_millis(10);
+
 /// The measured window of a run whose threads wait on `start`, count
 /// their operations in `counts` and stop on `stop`: release them, let
 /// them warm up, measure for `duration`, stop and join them. Returns the
@@ -237,6 +243,8 @@ pub fn measure<L: BenchLock>(
     role: impl Fn(usize) -> Role,
 ) -> Result<RunOutcome, String> {
     let snap = || -> Vec<u64> { counts.iter().map(|a| a.load(Ordering::Relaxed)).collect() };
+    // The benchmark threads wait on the barrier (asleep) meanwhile.
+    let xfer_before = super::xfer::round_trip_ns(XFER_PROBE);
     start.wait();
     std::thread::sleep(warmup);
     let (c0, u0, e0, t0) = (snap(), usage(), L::events(), Instant::now());
@@ -250,6 +258,7 @@ pub fn measure<L: BenchLock>(
     if panicked {
         return Err("a benchmark thread panicked".into());
     }
+    let xfer_after = super::xfer::round_trip_ns(XFER_PROBE);
     let used = u1.since(u0);
     Ok(RunOutcome {
         elapsed_s: elapsed.as_secs_f64(),
@@ -260,6 +269,7 @@ pub fn measure<L: BenchLock>(
         ctx_voluntary: used.nvcsw,
         ctx_involuntary: used.nivcsw,
         events: events_delta(&e0, e1),
+        xfer_ns: (xfer_before, xfer_after),
     })
 }
 

@@ -84,6 +84,11 @@ pub fn all() -> Vec<TortureType> {
             "klock::Mutex: spins on a running owner (kernel OWNER_SPIN)"
         ),
         klock!(
+            Mx<klock::RawMutexWith<{ klock::mutex::OWNER_SPIN_FIXED }>, Timed>,
+            "mutex-fixed",
+            "klock mutex, always spins on a running owner (no adaptive test)"
+        ),
+        klock!(
             Mx<klock::RawMutexWith<NO_OWNER_SPIN>, Timed>,
             "mutex-nospin",
             "klock mutex, never spins (sleeps at once)"

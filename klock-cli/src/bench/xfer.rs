@@ -1,0 +1,113 @@
+//! How far apart two of our CPUs are right now: the round trip of one
+//! cache line between two threads pinned to the first two CPUs we may use.
+//!
+//! Every lock that changes hands between CPUs moves its word (and the data
+//! it protects) at this speed. On a virtual machine the host may move the
+//! vCPUs between sibling hyperthreads and distant cores *while a benchmark
+//! runs*: on the 2-vCPU development host the round trip flips between
+//! about 80 ns and about 375 ns every few seconds, and a lock's throughput
+//! with it (see the README, "Reading the numbers"). The bench measures it
+//! around every run so that runs can be compared at equal distance.
+
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The first two CPUs this process may run on, if it may run on two.
+fn two_cpus() -> Option<(usize, usize)> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is the calling thread; the size matches the set.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) } != 0 {
+        return None;
+    }
+    let mut cpus = (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) });
+    Some((cpus.next()?, cpus.next()?))
+}
+
+/// Pin the calling thread to `cpu`.
+fn pin(cpu: usize) -> bool {
+    // SAFETY: as in two_cpus; CPU_SET stays within the set's size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) == 0
+    }
+}
+
+/// Mean cache-line round trip (ns) between two pinned threads over
+/// `window`, or `None` with fewer than two usable CPUs (or if pinning
+/// failed). Spawns its own two threads, so the caller's affinity is
+/// untouched; never waits much longer than `window`, even when the other
+/// thread cannot run.
+pub fn round_trip_ns(window: Duration) -> Option<f64> {
+    let (a, b) = two_cpus()?;
+    let line = CachePadded::new(AtomicU64::new(0));
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let pong = s.spawn(|| {
+            if !pin(b) {
+                return false;
+            }
+            while !stop.load(Ordering::Relaxed) {
+                // Answer each odd value (a ping) with the next even one.
+                let v = line.load(Ordering::Acquire);
+                if v & 1 == 1 {
+                    line.store(v + 1, Ordering::Release);
+                }
+            }
+            true
+        });
+        let ping = s.spawn(|| {
+            if !pin(a) {
+                return None;
+            }
+            let start = Instant::now();
+            let end = start + window;
+            let mut trips = 0u64;
+            'outer: while Instant::now() < end {
+                for _ in 0..64 {
+                    let v = line.load(Ordering::Relaxed);
+                    line.store(v + 1, Ordering::Release);
+                    let mut spins = 0u32;
+                    while line.load(Ordering::Acquire) == v + 1 {
+                        spins = spins.wrapping_add(1);
+                        if spins % 65_536 == 0 && Instant::now() >= end {
+                            break 'outer;
+                        }
+                    }
+                    trips += 1;
+                }
+            }
+            let ns = start.elapsed().as_nanos() as f64;
+            (trips > 0).then(|| ns / trips as f64)
+        });
+        let result = ping.join().ok().flatten();
+        stop.store(true, Ordering::Relaxed);
+        let pinned = pong.join().unwrap_or(false);
+        result.filter(|_| pinned)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measures_a_round_trip_or_says_it_cannot() {
+        let t0 = Instant::now();
+        let before = two_cpus();
+        let r = round_trip_ns(Duration::from_millis(20));
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the probe must not hang"
+        );
+        assert_eq!(two_cpus(), before, "the caller's affinity is untouched");
+        match (before, r) {
+            // A real cache-line round trip: tens of ns to a few µs.
+            (Some(_), Some(ns)) => assert!((5.0..20_000.0).contains(&ns), "{ns} ns"),
+            (Some(_), None) => panic!("two CPUs allowed but no round trip measured"),
+            (None, r) => assert!(r.is_none()),
+        }
+    }
+}

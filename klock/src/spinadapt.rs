@@ -1,0 +1,358 @@
+//! Is owner spinning paying on this lock? A per-lock A/B test of spinning
+//! against sleeping, re-run every 250 ms (a userspace addition to the
+//! mutex of DESIGN §4.3).
+//!
+//! The kernel spins on a running owner because the spinner gets the lock
+//! sooner than a sleeper could be woken. With more threads than CPUs that
+//! is still true for the spinner, but not always for the lock: every
+//! spin-acquisition moves the lock word *and the data it protects* to
+//! another CPU, and that transfer lies on the critical path. Two CPUs
+//! trading a short critical section can then finish fewer operations than
+//! one CPU keeping the lock to itself while the other contenders sleep.
+//! Whether the transfer or the overlap wins depends on the distance
+//! between the CPUs, which userspace cannot see and which a virtual
+//! machine's host changes at will (the 2-vCPU development host flips
+//! between an 80 ns and a 375 ns cache-line round trip every few seconds;
+//! at 16 threads owner spinning is then 1.6× faster or 0.6× as fast as
+//! sleeping).
+//!
+//! So the lock measures. Once it has been contended, the holder counts
+//! acquisitions (a plain load+store on the lock's own cache line: only
+//! the holder writes it); a lock that stays uncontended for a whole
+//! [`RUN_NS`] stops counting, so uncontended use costs one load per
+//! unlock. Every [`CHECK_EVERY`] acquisitions the holder reads the clock
+//! and steps a small state machine:
+//!
+//! ```text
+//!  RUN(spin or not) --RUN_NS--> SETTLE(spin) --SETTLE_NS--> MEASURE(spin)
+//!        ^                                                      | MEASURE_NS
+//!        |                                                      v
+//!        +---- decide ---- MEASURE(no spin) <--SETTLE_NS-- SETTLE(no spin)
+//! ```
+//!
+//! and keeps the faster mode for the next [`RUN_NS`]; spinning loses only
+//! if sleeping was more than [`NOSPIN_MARGIN_PCT`]% faster (a tie keeps
+//! the kernel's behaviour). A lock that is barely contended runs equally
+//! fast either way and keeps spinning; one that was not contended at all
+//! during a run is not tested again until it is. The worst case costs the
+//! [`MEASURE_NS`] + [`SETTLE_NS`] spent in the worse mode per cycle
+//! (about 2% of the time).
+//!
+//! Only the lock holder steps the machine, so its fields need no
+//! synchronisation beyond the lock itself; they are atomics (`Relaxed`)
+//! only because contenders read the decision, and tests the rates, while
+//! someone holds the lock.
+
+use crate::switch::Switch;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+
+/// Acquisitions between two clock readings.
+pub const CHECK_EVERY: u32 = 256;
+/// After a mode switch, wait this long (ns) before measuring: spinners
+/// must give up or sleepers start spinning.
+pub const SETTLE_NS: u64 = 1_000_000;
+/// Measured window per mode (ns).
+pub const MEASURE_NS: u64 = 5_000_000;
+/// Keep the winner this long (ns) before testing again.
+pub const RUN_NS: u64 = 250_000_000;
+/// Spinning is turned off only if sleeping was this much faster (%).
+pub const NOSPIN_MARGIN_PCT: u64 = 10;
+
+const RUN: u8 = 0;
+const SETTLE_SPIN: u8 = 1;
+const MEASURE_SPIN: u8 = 2;
+const SETTLE_NOSPIN: u8 = 3;
+const MEASURE_NOSPIN: u8 = 4;
+
+static ADAPT: Switch = Switch::new("KLOCK_SPIN_ADAPT");
+
+/// Whether locks that may adapt do (on unless `KLOCK_SPIN_ADAPT=0` or
+/// [`set_enabled`]`(false)`).
+#[inline]
+pub fn enabled() -> bool {
+    ADAPT.get()
+}
+
+/// Turn the adaptive test on or off for every lock that may adapt. Off:
+/// they spin as the kernel does, always.
+pub fn set_enabled(on: bool) {
+    ADAPT.set(on);
+}
+
+/// What a checkpoint decided (for the caller's event counters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Spinning won (or tied): keep it for the next [`RUN_NS`].
+    Spin,
+    /// Sleeping was faster: no spinning for the next [`RUN_NS`].
+    NoSpin,
+}
+
+/// One lock's test state. See the [module docs](self).
+#[derive(Debug)]
+#[repr(C)] // `count` first: the mutex puts it next to its owner word.
+pub struct SpinAdapt {
+    /// Acquisitions so far (wrapping); written only by the holder.
+    count: AtomicU32,
+    /// Counting at all: set by the first contended lock, cleared when a
+    /// whole [`RUN_NS`] passed without contention (an uncontended lock
+    /// pays one load per unlock, not a count).
+    active: AtomicBool,
+    /// A contended lock was seen since the last test ended.
+    seen: AtomicBool,
+    /// The current mode: spin on a running owner or not.
+    spin: AtomicBool,
+    phase: AtomicU8,
+    /// Start of the current phase (ns) and the count then.
+    t0: AtomicU64,
+    c0: AtomicU32,
+    /// Acquisitions per second measured in each mode, last cycle.
+    spin_rate: AtomicU64,
+    nospin_rate: AtomicU64,
+}
+
+impl SpinAdapt {
+    /// Spinning, with a test due at the first checkpoint.
+    pub const fn new() -> Self {
+        Self {
+            count: AtomicU32::new(0),
+            active: AtomicBool::new(false),
+            seen: AtomicBool::new(false),
+            spin: AtomicBool::new(true),
+            phase: AtomicU8::new(RUN),
+            t0: AtomicU64::new(0),
+            c0: AtomicU32::new(0),
+            spin_rate: AtomicU64::new(0),
+            nospin_rate: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether contenders should spin now.
+    #[inline]
+    pub fn spin(&self) -> bool {
+        self.spin.load(Relaxed)
+    }
+
+    /// Acquisitions per second measured with and without spinning in the
+    /// last completed test (0 before the first).
+    pub fn last_rates(&self) -> (u64, u64) {
+        (self.spin_rate.load(Relaxed), self.nospin_rate.load(Relaxed))
+    }
+
+    /// A locker found the lock taken (its slow path): start counting, and
+    /// test again when the current run ends. Plain stores, and only when
+    /// the value changes: racing contenders all write `true`.
+    #[inline]
+    pub fn contended(&self) {
+        if !self.seen.load(Relaxed) {
+            self.seen.store(true, Relaxed);
+        }
+        if !self.active.load(Relaxed) {
+            self.active.store(true, Relaxed);
+        }
+    }
+
+    /// Count one acquisition; called by the holder before it releases.
+    /// Returns a decision when a test just completed.
+    #[inline]
+    pub fn on_unlock(&self) -> Option<Decision> {
+        if !self.active.load(Relaxed) {
+            return None;
+        }
+        let c = self.count.load(Relaxed).wrapping_add(1);
+        self.count.store(c, Relaxed);
+        if c % CHECK_EVERY != 0 {
+            return None;
+        }
+        self.checkpoint(crate::sys::monotonic_ns(), c)
+    }
+
+    /// Step the state machine at time `now` (ns) with `c` acquisitions.
+    #[cold]
+    #[inline(never)]
+    pub fn checkpoint(&self, now: u64, c: u32) -> Option<Decision> {
+        let elapsed = now.saturating_sub(self.t0.load(Relaxed));
+        let next = |phase: u8| {
+            self.phase.store(phase, Relaxed);
+            self.t0.store(now, Relaxed);
+            self.c0.store(c, Relaxed);
+        };
+        let rate = || {
+            let n = u64::from(c.wrapping_sub(self.c0.load(Relaxed)));
+            n.saturating_mul(1_000_000_000) / elapsed.max(1)
+        };
+        match self.phase.load(Relaxed) {
+            RUN if elapsed >= RUN_NS => {
+                // Spin (the kernel's way) while testing, and while idle.
+                self.spin.store(true, Relaxed);
+                if self.seen.load(Relaxed) {
+                    next(SETTLE_SPIN);
+                } else {
+                    // No contention for a whole run: stop counting until
+                    // the next contended lock.
+                    self.active.store(false, Relaxed);
+                }
+            }
+            SETTLE_SPIN if elapsed >= SETTLE_NS => next(MEASURE_SPIN),
+            MEASURE_SPIN if elapsed >= MEASURE_NS => {
+                self.spin_rate.store(rate(), Relaxed);
+                self.spin.store(false, Relaxed);
+                next(SETTLE_NOSPIN);
+            }
+            SETTLE_NOSPIN if elapsed >= SETTLE_NS => next(MEASURE_NOSPIN),
+            MEASURE_NOSPIN if elapsed >= MEASURE_NS => {
+                let nospin = rate();
+                self.nospin_rate.store(nospin, Relaxed);
+                let spin = self.spin_rate.load(Relaxed);
+                let keep_spinning =
+                    nospin.saturating_mul(100) <= spin.saturating_mul(100 + NOSPIN_MARGIN_PCT);
+                self.spin.store(keep_spinning, Relaxed);
+                self.seen.store(false, Relaxed);
+                next(RUN);
+                return Some(if keep_spinning {
+                    Decision::Spin
+                } else {
+                    Decision::NoSpin
+                });
+            }
+            _ => {}
+        }
+        None
+    }
+}
+
+impl Default for SpinAdapt {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// Drive `a` from (`t`, `c`) until time `end` at `per_sec`
+    /// acquisitions per second, one checkpoint per CHECK_EVERY
+    /// acquisitions; returns the decisions and the end time and count.
+    fn drive(a: &SpinAdapt, t: u64, c: u32, end: u64, per_sec: u64) -> (Vec<Decision>, u64, u32) {
+        let step_ns = u64::from(CHECK_EVERY) * 1_000_000_000 / per_sec;
+        let (mut t, mut c, mut out) = (t, c, Vec::new());
+        while t + step_ns <= end {
+            t += step_ns;
+            c = c.wrapping_add(CHECK_EVERY);
+            out.extend(a.checkpoint(t, c));
+        }
+        (out, t, c)
+    }
+
+    /// Run a whole test cycle of a contended lock that does `spin_rate`
+    /// per second while spinning and `nospin_rate` while not.
+    fn cycle(
+        a: &SpinAdapt,
+        t: u64,
+        c: u32,
+        spin_rate: u64,
+        nospin_rate: u64,
+    ) -> (Decision, u64, u32) {
+        let (mut t, mut c) = (t, c);
+        loop {
+            a.contended();
+            let rate = if a.spin() { spin_rate } else { nospin_rate };
+            t += u64::from(CHECK_EVERY) * 1_000_000_000 / rate;
+            c = c.wrapping_add(CHECK_EVERY);
+            if let Some(d) = a.checkpoint(t, c) {
+                return (d, t, c);
+            }
+            assert!(t < 10_000 * MS, "no decision after 10 s");
+        }
+    }
+
+    #[test]
+    fn sleeping_faster_by_the_margin_turns_spinning_off() {
+        let a = SpinAdapt::new();
+        let (d, _, _) = cycle(&a, 0, 0, 2_500_000, 4_000_000);
+        assert_eq!(d, Decision::NoSpin);
+        assert!(!a.spin());
+        let (s, n) = a.last_rates();
+        assert!((2_400_000..2_600_000).contains(&s), "{s}");
+        assert!((3_900_000..4_100_000).contains(&n), "{n}");
+    }
+
+    #[test]
+    fn spinning_faster_or_a_tie_keeps_spinning() {
+        let a = SpinAdapt::new();
+        let (d, t, c) = cycle(&a, 0, 0, 6_500_000, 4_000_000);
+        assert_eq!(d, Decision::Spin);
+        assert!(a.spin());
+        // Sleeping 5% faster is within the margin.
+        let (d, _, _) = cycle(&a, t, c, 4_000_000, 4_200_000);
+        assert_eq!(d, Decision::Spin);
+    }
+
+    #[test]
+    fn the_test_repeats_after_run_ns_and_can_change_its_mind() {
+        let a = SpinAdapt::new();
+        let (d, t, c) = cycle(&a, 0, 0, 2_000_000, 4_000_000);
+        assert_eq!(d, Decision::NoSpin);
+        // Within RUN_NS nothing changes, whatever the rate.
+        let (ds, t2, c2) = drive(&a, t, c, t + RUN_NS - 5 * MS, 4_000_000);
+        assert!(ds.is_empty() && !a.spin());
+        // Then it tests again (spinning first) and, the machine having
+        // changed, goes back to spinning.
+        let (d, _, _) = cycle(&a, t2, c2, 6_000_000, 4_000_000);
+        assert_eq!(d, Decision::Spin);
+        assert!(a.spin());
+    }
+
+    #[test]
+    fn the_count_wraps_and_a_slow_lock_still_decides() {
+        let a = SpinAdapt::new();
+        // Start near u32::MAX, at 10,000 acquisitions a second.
+        let (d, _, _) = cycle(&a, 0, u32::MAX - 3 * CHECK_EVERY, 10_000, 10_000);
+        assert_eq!(d, Decision::Spin);
+        let (s, n) = a.last_rates();
+        assert!(
+            (9_000..11_000).contains(&s) && (9_000..11_000).contains(&n),
+            "{s} {n}"
+        );
+    }
+
+    #[test]
+    fn on_unlock_counts_and_checks_every_check_every() {
+        let a = SpinAdapt::new();
+        // Uncontended: nothing counted.
+        for _ in 0..2 * CHECK_EVERY {
+            assert_eq!(a.on_unlock(), None);
+        }
+        assert_eq!(a.count.load(Relaxed), 0);
+        a.contended();
+        for _ in 0..CHECK_EVERY - 1 {
+            assert_eq!(a.on_unlock(), None);
+        }
+        assert_eq!(a.count.load(Relaxed), CHECK_EVERY - 1);
+        // The 256th reads the clock: the first RUN phase (t0 = 0) is over.
+        assert_eq!(a.on_unlock(), None);
+        assert_eq!(a.phase.load(Relaxed), SETTLE_SPIN);
+    }
+
+    #[test]
+    fn a_run_without_contention_stops_counting_until_the_next() {
+        let a = SpinAdapt::new();
+        a.contended();
+        let (d, t, c) = cycle(&a, 0, 0, 2_000_000, 4_000_000);
+        assert_eq!(d, Decision::NoSpin);
+        // No contended lock during the run: at its end the lock spins
+        // again (the default) and stops counting.
+        let (_, t, c) = drive(&a, t, c, t + RUN_NS + MS, 1_000_000);
+        assert!(a.spin());
+        assert!(!a.active.load(Relaxed));
+        // The next contention restarts counting; the stale run is over, so
+        // the first checkpoint starts a test.
+        a.contended();
+        assert!(a.active.load(Relaxed));
+        assert_eq!(a.checkpoint(t + MS, c.wrapping_add(CHECK_EVERY)), None);
+        assert_eq!(a.phase.load(Relaxed), SETTLE_SPIN);
+    }
+}
