@@ -148,10 +148,10 @@ lock_events! {
         /// on this lock (one more could only spin on a preempted owner).
         MutexSpinFailCrowded = "spin_fail_crowded",
         /// The adaptive test ([`crate::spinadapt`]) found spinning faster
-        /// (or no slower) than sleeping and kept it for the next 250 ms.
+        /// (or no slower) than sleeping and kept it for the next run (250 ms–2 s).
         MutexAdaptSpin = "adapt_spin",
         /// The adaptive test found sleeping faster: no owner spinning for
-        /// the next 250 ms.
+        /// the next run (250 ms–2 s).
         MutexAdaptNoSpin = "adapt_nospin",
     }
 

@@ -1,6 +1,6 @@
 //! Is owner spinning paying on this lock? A per-lock A/B test of spinning
-//! against sleeping, re-run every 250 ms (a userspace addition to the
-//! mutex of DESIGN §4.3).
+//! against sleeping, re-run every 250 ms to 2 s (a userspace addition to
+//! the mutex of DESIGN §4.3).
 //!
 //! The kernel spins on a running owner because the spinner gets the lock
 //! sooner than a sleeper could be woken. With more threads than CPUs that
@@ -30,13 +30,15 @@
 //!        +---- decide ---- MEASURE(no spin) <--SETTLE_NS-- SETTLE(no spin)
 //! ```
 //!
-//! and keeps the faster mode for the next [`RUN_NS`]; spinning loses only
-//! if sleeping was more than [`NOSPIN_MARGIN_PCT`]% faster (a tie keeps
-//! the kernel's behaviour). A lock that is barely contended runs equally
-//! fast either way and keeps spinning; one that was not contended at all
-//! during a run is not tested again until it is. The worst case costs the
-//! [`MEASURE_NS`] + [`SETTLE_NS`] spent in the worse mode per cycle
-//! (about 2% of the time).
+//! and keeps the faster mode for the next run: [`RUN_NS`], doubled after
+//! each test that agrees with the one before, up to [`MAX_RUN_NS`], and
+//! back to [`RUN_NS`] when a test changes its mind. Spinning loses only if
+//! sleeping was more than [`NOSPIN_MARGIN_PCT`]% faster (a tie keeps the
+//! kernel's behaviour). A lock that is barely contended runs equally fast
+//! either way and keeps spinning; one that was not contended at all during
+//! a run is not tested again until it is. A test costs the
+//! [`MEASURE_NS`] + [`SETTLE_NS`] spent in the worse mode: 2.4% of a
+//! 250 ms run, 0.3% of a 2 s one.
 //!
 //! Only the lock holder steps the machine, so its fields need no
 //! synchronisation beyond the lock itself; they are atomics (`Relaxed`)
@@ -55,6 +57,9 @@ pub const SETTLE_NS: u64 = 1_000_000;
 pub const MEASURE_NS: u64 = 5_000_000;
 /// Keep the winner this long (ns) before testing again.
 pub const RUN_NS: u64 = 250_000_000;
+/// The longest run (ns), reached by doubling [`RUN_NS`] while successive
+/// tests agree.
+pub const MAX_RUN_NS: u64 = 2_000_000_000;
 /// Spinning is turned off only if sleeping was this much faster (%).
 pub const NOSPIN_MARGIN_PCT: u64 = 10;
 
@@ -82,9 +87,9 @@ pub fn set_enabled(on: bool) {
 /// What a checkpoint decided (for the caller's event counters).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// Spinning won (or tied): keep it for the next [`RUN_NS`].
+    /// Spinning won (or tied): keep it for the next run.
     Spin,
-    /// Sleeping was faster: no spinning for the next [`RUN_NS`].
+    /// Sleeping was faster: no spinning for the next run.
     NoSpin,
 }
 
@@ -109,7 +114,15 @@ pub struct SpinAdapt {
     /// Acquisitions per second measured in each mode, last cycle.
     spin_rate: AtomicU64,
     nospin_rate: AtomicU64,
+    /// Length of the current run (ns), and the last verdict (`NONE`,
+    /// `SPIN`, `NOSPIN`) it doubles on.
+    run_ns: AtomicU64,
+    last: AtomicU8,
 }
+
+const NONE: u8 = 0;
+const SPIN: u8 = 1;
+const NOSPIN: u8 = 2;
 
 impl SpinAdapt {
     /// Spinning, with a test due at the first checkpoint.
@@ -124,6 +137,8 @@ impl SpinAdapt {
             c0: AtomicU32::new(0),
             spin_rate: AtomicU64::new(0),
             nospin_rate: AtomicU64::new(0),
+            run_ns: AtomicU64::new(RUN_NS),
+            last: AtomicU8::new(NONE),
         }
     }
 
@@ -182,15 +197,17 @@ impl SpinAdapt {
             n.saturating_mul(1_000_000_000) / elapsed.max(1)
         };
         match self.phase.load(Relaxed) {
-            RUN if elapsed >= RUN_NS => {
+            RUN if elapsed >= self.run_ns.load(Relaxed) => {
                 // Spin (the kernel's way) while testing, and while idle.
                 self.spin.store(true, Relaxed);
                 if self.seen.load(Relaxed) {
                     next(SETTLE_SPIN);
                 } else {
                     // No contention for a whole run: stop counting until
-                    // the next contended lock.
+                    // the next contended lock, and start over then.
                     self.active.store(false, Relaxed);
+                    self.run_ns.store(RUN_NS, Relaxed);
+                    self.last.store(NONE, Relaxed);
                 }
             }
             SETTLE_SPIN if elapsed >= SETTLE_NS => next(MEASURE_SPIN),
@@ -208,6 +225,14 @@ impl SpinAdapt {
                     nospin.saturating_mul(100) <= spin.saturating_mul(100 + NOSPIN_MARGIN_PCT);
                 self.spin.store(keep_spinning, Relaxed);
                 self.seen.store(false, Relaxed);
+                let verdict = if keep_spinning { SPIN } else { NOSPIN };
+                let run = if self.last.load(Relaxed) == verdict {
+                    self.run_ns.load(Relaxed).saturating_mul(2).min(MAX_RUN_NS)
+                } else {
+                    RUN_NS
+                };
+                self.run_ns.store(run, Relaxed);
+                self.last.store(verdict, Relaxed);
                 next(RUN);
                 return Some(if keep_spinning {
                     Decision::Spin
@@ -335,6 +360,37 @@ mod tests {
         // The 256th reads the clock: the first RUN phase (t0 = 0) is over.
         assert_eq!(a.on_unlock(), None);
         assert_eq!(a.phase.load(Relaxed), SETTLE_SPIN);
+    }
+
+    /// The time from a decision to the start of the next test.
+    fn run_length(a: &SpinAdapt, t: u64, c: u32) -> u64 {
+        let step = u64::from(CHECK_EVERY) * 1_000; // 1 acquisition per µs
+        let (mut now, mut c) = (t, c);
+        while a.phase.load(Relaxed) == RUN {
+            a.contended();
+            now += step;
+            c = c.wrapping_add(CHECK_EVERY);
+            a.checkpoint(now, c);
+            assert!(now - t < 10 * MAX_RUN_NS, "no new test");
+        }
+        now - t
+    }
+
+    #[test]
+    fn agreeing_tests_double_the_run_and_a_change_resets_it() {
+        let a = SpinAdapt::new();
+        let (mut t, mut c) = (0, 0);
+        let mut runs = Vec::new();
+        // Sleeping wins five times, then spinning.
+        for (spin, nospin) in [(2, 4), (2, 4), (2, 4), (2, 4), (2, 4), (6, 4)] {
+            let (_, t1, c1) = cycle(&a, t, c, spin * 1_000_000, nospin * 1_000_000);
+            let len = run_length(&a, t1, c1);
+            runs.push(len / MS);
+            (t, c) = (t1 + len, c1.wrapping_add(CHECK_EVERY));
+        }
+        // 250, 500, 1000, 2000, 2000 ms (capped), then 250 after the change;
+        // each ends at the first checkpoint past it (256 µs steps).
+        assert_eq!(runs, vec![250, 500, 1000, 2000, 2000, 250]);
     }
 
     #[test]
