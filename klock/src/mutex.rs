@@ -402,11 +402,15 @@ fn tid_of(owner: usize) -> u32 {
 }
 
 /// Guard state of a held [`RawMutexWith`]: the owner identity the lock
-/// was taken with (so unlock needs no thread-local lookup). Not `Send`:
-/// the mutex is owned by a thread and must be unlocked by it.
+/// was taken with (so unlock needs no thread-local lookup), and whether
+/// the word had an awake first waiter then (`WAITERS|WOKEN`, so unlock
+/// tries that word first). Not `Send`: the mutex is owned by a thread and
+/// must be unlocked by it.
 #[derive(Debug)]
 pub struct OwnerGuard {
     id: usize,
+    /// 0 or `WAITERS|WOKEN`: a guess at the flags unlock will find.
+    seen: usize,
     _not_send: PhantomData<*mut ()>,
 }
 
@@ -414,13 +418,30 @@ pub struct OwnerGuard {
 // (hence `&MutexGuard<T>` for `T: Sync`) be shared, as `GuardNoSend` does.
 unsafe impl Sync for OwnerGuard {}
 
+/// The fast paths' two words: unlocked and free of flags, or with an
+/// awake first waiter and nothing else.
+const WW: usize = WAITERS | WOKEN;
+
 impl OwnerGuard {
     #[inline(always)]
-    fn new(id: usize) -> Self {
+    fn new(id: usize, seen: usize) -> Self {
         Self {
             id,
+            seen,
             _not_send: PhantomData,
         }
+    }
+
+    /// A guard for a lock taken on a slow path: guess the flags from the
+    /// word now (a line we just wrote; only a guess, unlock's CAS checks).
+    #[inline]
+    fn after_slow(id: usize, owner: &AtomicUsize) -> Self {
+        let seen = if owner.load(Relaxed) & KEEP_ON_LOCK == WW {
+            WW
+        } else {
+            0
+        };
+        Self::new(id, seen)
     }
 
     /// The owner's tid.
@@ -584,19 +605,23 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         let me = my_id();
         // (0, -) -> (me, -). Acquire pairs with the Release of the previous
         // owner's unlock.
-        if let Err(w) = self.owner.compare_exchange(0, me, Acquire, Relaxed) {
+        match self.owner.compare_exchange(0, me, Acquire, Relaxed) {
+            Ok(_) => OwnerGuard::new(me, 0),
             // Free, with an awake first waiter: (0, WW) -> (me, WW), the
             // common case of many threads on few CPUs. Acquire: as above.
-            if w != WAITERS | WOKEN
-                || self
+            Err(WW)
+                if self
                     .owner
-                    .compare_exchange(w, me | w, Acquire, Relaxed)
-                    .is_err()
+                    .compare_exchange(WW, me | WW, Acquire, Relaxed)
+                    .is_ok() =>
             {
+                OwnerGuard::new(me, WW)
+            }
+            Err(_) => {
                 self.lock_slow(me, None);
+                OwnerGuard::after_slow(me, &self.owner)
             }
         }
-        OwnerGuard::new(me)
     }
 
     /// Take the lock if it is free (and not reserved for a starving
@@ -605,10 +630,10 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     pub fn raw_try_lock(&self) -> Option<OwnerGuard> {
         let me = my_id();
         // Acquire: as in raw_lock.
-        if self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok()
-            || self.try_lock_slow(me, false)
-        {
-            Some(OwnerGuard::new(me))
+        if self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok() {
+            Some(OwnerGuard::new(me, 0))
+        } else if self.try_lock_slow(me, false) {
+            Some(OwnerGuard::after_slow(me, &self.owner))
         } else {
             None
         }
@@ -620,10 +645,10 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     pub fn raw_try_lock_until_ns(&self, deadline_ns: u64) -> Option<OwnerGuard> {
         let me = my_id();
         // Acquire: as in raw_lock.
-        if self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok()
-            || self.lock_slow(me, Some(deadline_ns))
-        {
-            Some(OwnerGuard::new(me))
+        if self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok() {
+            Some(OwnerGuard::new(me, 0))
+        } else if self.lock_slow(me, Some(deadline_ns)) {
+            Some(OwnerGuard::after_slow(me, &self.owner))
         } else {
             None
         }
@@ -635,7 +660,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     /// `guard` must come from locking this mutex, on this thread, and the
     /// lock must still be held with it. Debug builds panic when the lock is
     /// not held by the guard's owner.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn raw_unlock(&self, guard: OwnerGuard) {
         #[cfg(loom)]
         if self
@@ -647,23 +672,46 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             return;
         }
         self.count_acquisition();
-        // (me, -) -> (0, -); fails if any flag is set. Release pairs with
-        // the Acquire CAS of whoever takes the lock next.
-        if let Err(w) = self.owner.compare_exchange(guard.id, 0, Release, Relaxed) {
-            // The first waiter is awake: (me, WW) -> (0, WW), nobody to
-            // wake. Release: as above.
-            if w != guard.id | WAITERS | WOKEN
-                || self
-                    .owner
-                    .compare_exchange(w, WAITERS | WOKEN, Release, Relaxed)
-                    .is_err()
+        // (me, -) -> (0, -), or (me, WW) -> (0, WW): the first waiter is
+        // awake, nobody to wake. Try the word the lock had when taken, then
+        // the other (one failed CAS less in the common case of each); any
+        // other flag takes the slow path. Release pairs with the Acquire
+        // CAS of whoever takes the lock next.
+        let (me, seen) = (guard.id, guard.seen);
+        match self
+            .owner
+            .compare_exchange(me | seen, seen, Release, Relaxed)
+        {
+            Ok(_) =>
             {
-                self.unlock_slow(guard.id, false);
-            } else {
                 #[cfg(loom)]
+                if seen == WW {
+                    Probe::hit(&self.probe.woken_skips);
+                }
+            }
+            Err(w) => self.unlock_retry(me, seen, w),
+        }
+    }
+
+    /// The unlock CAS found other flags than the guard guessed: try the
+    /// other fast-path word, else take the slow path.
+    #[inline(never)]
+    fn unlock_retry(&self, me: usize, seen: usize, w: usize) {
+        let other = seen ^ WW;
+        // Release: as in raw_unlock.
+        if w == me | other
+            && self
+                .owner
+                .compare_exchange(w, other, Release, Relaxed)
+                .is_ok()
+        {
+            #[cfg(loom)]
+            if other == WW {
                 Probe::hit(&self.probe.woken_skips);
             }
+            return;
         }
+        self.unlock_slow(me, false);
     }
 
     /// Release the lock, handing it directly to the first waiter if there
@@ -1322,7 +1370,7 @@ unsafe impl<const SPIN: u8, W: WaitLockRaw> lock_api::RawMutex for RawMutexWith<
         self.raw_try_lock()
     }
 
-    #[inline]
+    #[inline(always)]
     unsafe fn unlock(&self, guard: OwnerGuard) {
         // SAFETY: forwarded contract.
         unsafe { self.raw_unlock(guard) }

@@ -169,7 +169,7 @@ impl SpinAdapt {
 
     /// Count one acquisition; called by the holder before it releases.
     /// Returns a decision when a test just completed.
-    #[inline]
+    #[inline(always)]
     pub fn on_unlock(&self) -> Option<Decision> {
         if !self.active.load(Relaxed) {
             return None;
