@@ -12,9 +12,9 @@
 //! Whether the transfer or the overlap wins depends on the distance
 //! between the CPUs, which userspace cannot see and which a virtual
 //! machine's host changes at will (the 2-vCPU development host flips
-//! between an 80 ns and a 375 ns cache-line round trip every few seconds;
-//! at 16 threads owner spinning is then 1.6× faster or 0.6× as fast as
-//! sleeping).
+//! between a 60–150 ns and a 370–570 ns cache-line round trip every few
+//! seconds to minutes; at 16 threads owner spinning is then 1.7× or
+//! 0.57× as fast as sleeping).
 //!
 //! So the lock measures. Once it has been contended, the holder counts
 //! acquisitions (a plain load+store on the lock's own cache line: only
