@@ -810,7 +810,9 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         if self.try_lock_slow(me, false) {
             return true;
         }
-        if Self::ADAPTS {
+        // With the test switched off nothing is counted (a lock that was
+        // counting stops at the end of its current run).
+        if Self::ADAPTS && spinadapt::enabled() {
             self.adapt.contended();
         }
         if self.owner_spin_enabled() && oncpu::spinning_useful() {

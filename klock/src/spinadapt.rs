@@ -79,7 +79,8 @@ pub fn enabled() -> bool {
 }
 
 /// Turn the adaptive test on or off for every lock that may adapt. Off:
-/// they spin as the kernel does, always.
+/// they spin as the kernel does, always, and count nothing (a lock that
+/// was counting stops at the end of its current run).
 pub fn set_enabled(on: bool) {
     ADAPT.set(on);
 }

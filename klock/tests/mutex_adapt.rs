@@ -78,7 +78,24 @@ fn adaptive_spinning() {
     spinadapt::set_enabled(true);
     assert!(!adapting.owner_spin_enabled());
 
-    // 4. A lock that tests "no spinning" still excludes and makes progress.
+    // 4. Switched off, a contended lock runs no test at all.
+    spinadapt::set_enabled(false);
+    let m = MutexWith::<OWNER_SPIN, u64>::new(0);
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                // Long enough for two tests (each ~12 ms after 256 locks).
+                while t0.elapsed() < Duration::from_millis(100) {
+                    *m.lock() += 1;
+                }
+            });
+        }
+    });
+    assert_eq!(unsafe { m.raw() }.spin_adapt().last_rates(), (0, 0));
+    spinadapt::set_enabled(true);
+
+    // 5. A lock that tests "no spinning" still excludes and makes progress.
     let m = MutexWith::<OWNER_SPIN, u64>::new(0);
     force_nospin(unsafe { m.raw() });
     std::thread::scope(|s| {
