@@ -23,9 +23,10 @@
 //! * **owner** (bits 4..): kernel tid of the owner, `tid << OWNER_SHIFT`;
 //!   0 when unlocked. With `PICKUP` set it names the waiter the lock was
 //!   handed to, which has not taken it yet.
-//! * [`WAITERS`]: the wait list is non-empty; unlock must take the slow
-//!   path and wake the first waiter. Invariant: whenever a thread holds
-//!   `wait_lock` and the list is non-empty, `WAITERS` is set.
+//! * [`WAITERS`]: the wait list is non-empty; unlock must wake the first
+//!   waiter (slow path) unless `WOKEN` says it is awake. Invariant:
+//!   whenever a thread holds `wait_lock` and the list is non-empty,
+//!   `WAITERS` is set.
 //! * [`HANDOFF`]: the first waiter has waited longer than [`handoff_ns`];
 //!   the next unlock must hand the lock to the first waiter instead of
 //!   releasing it, and nobody but the first waiter may take a free lock.
@@ -49,9 +50,11 @@
 //! ```text
 //! fast lock            (0, -)                 -> (me, -)          CAS, acquire; if it finds
 //!                      (0, WW)                -> (me, WW)         a second CAS, acquire
-//! fast unlock          (me, -)                -> (0, -)           CAS, release; if it finds
-//!                      (me, WW)               -> (0, WW)          a second CAS, release;
-//!                                                                 other flags: slow path
+//! fast unlock          (me, -)                -> (0, -)           CAS, release, trying first
+//!                      (me, WW)               -> (0, WW)          the word the lock was taken
+//!                                                                 from (the guard remembers),
+//!                                                                 then the other; other flags:
+//!                                                                 slow path
 //! trylock (slow)       (0, F)                 -> (me, F&WW)       CAS, acquire; not if HANDOFF
 //!                                                                 unless we are the first waiter
 //! pick up              (me, PICKUP|F)         -> (me, F&WW)       CAS, acquire
@@ -79,8 +82,9 @@
 //! # Slow path
 //!
 //! 1. `trylock`.
-//! 2. **Optimistic spin** (if [`owner_spin`] is on for this lock, more than
-//!    one CPU is online, the thread has a slot, and fewer than CPUs − 1
+//! 2. **Optimistic spin** (if [`owner_spin`] is on for this lock and its
+//!    adaptive test, [`crate::spinadapt`], has not found sleeping faster;
+//!    more than one CPU is online, the thread has a slot, and fewer than CPUs − 1
 //!    threads already spin on this lock — a userspace addition: in the
 //!    kernel every spinner holds a CPU, so spinners never outnumber the
 //!    CPUs left to the owner; with more threads than CPUs here, one more
