@@ -104,8 +104,10 @@ mod tests {
         );
         assert_eq!(two_cpus(), before, "the caller's affinity is untouched");
         match (before, r) {
-            // A real cache-line round trip: tens of ns to a few µs.
-            (Some(_), Some(ns)) => assert!((5.0..20_000.0).contains(&ns), "{ns} ns"),
+            // At least a few ns; no upper bound: with other tests running
+            // on the same CPUs (cargo test runs them in parallel) a pinned
+            // helper waits for its CPU and a trip can take milliseconds.
+            (Some(_), Some(ns)) => assert!(ns.is_finite() && ns > 5.0, "{ns} ns"),
             (Some(_), None) => panic!("two CPUs allowed but no round trip measured"),
             (None, r) => assert!(r.is_none()),
         }
