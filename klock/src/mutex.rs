@@ -153,8 +153,10 @@ pub const PICKUP: usize = 1 << 2;
 pub const WOKEN: usize = 1 << 3;
 /// All flag bits.
 pub const FLAGS: usize = WAITERS | HANDOFF | PICKUP | WOKEN;
-/// The flags a locker keeps when it takes the lock.
-const KEEP_ON_LOCK: usize = WAITERS | WOKEN;
+/// `WAITERS|WOKEN`: the flags a locker keeps when it takes the lock, and
+/// with 0 the two words the fast paths handle (no waiters, or an awake
+/// first waiter and nothing else).
+const WW: usize = WAITERS | WOKEN;
 /// The owner's tid sits above the flags.
 pub const OWNER_SHIFT: u32 = 4;
 /// Mask of the owner field.
@@ -422,10 +424,6 @@ pub struct OwnerGuard {
 // (hence `&MutexGuard<T>` for `T: Sync`) be shared, as `GuardNoSend` does.
 unsafe impl Sync for OwnerGuard {}
 
-/// The fast paths' two words: unlocked and free of flags, or with an
-/// awake first waiter and nothing else.
-const WW: usize = WAITERS | WOKEN;
-
 impl OwnerGuard {
     #[inline(always)]
     fn new(id: usize, seen: usize) -> Self {
@@ -440,7 +438,7 @@ impl OwnerGuard {
     /// word now (a line we just wrote; only a guess, unlock's CAS checks).
     #[inline]
     fn after_slow(id: usize, owner: &AtomicUsize) -> Self {
-        let seen = if owner.load(Relaxed) & KEEP_ON_LOCK == WW {
+        let seen = if owner.load(Relaxed) & WW == WW {
             WW
         } else {
             0
@@ -677,10 +675,11 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         }
         self.count_acquisition();
         // (me, -) -> (0, -), or (me, WW) -> (0, WW): the first waiter is
-        // awake, nobody to wake. Try the word the lock had when taken, then
-        // the other (one failed CAS less in the common case of each); any
-        // other flag takes the slow path. Release pairs with the Acquire
-        // CAS of whoever takes the lock next.
+        // awake, nobody to wake. Try the word the lock had when taken (one
+        // failed CAS less in the common case of each); any other word goes
+        // to the slow path, which releases (me, WW) the same way without
+        // touching wait_lock. Release pairs with the Acquire CAS of whoever
+        // takes the lock next.
         let (me, seen) = (guard.id, guard.seen);
         match self
             .owner
@@ -693,29 +692,8 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
                     Probe::hit(&self.probe.woken_skips);
                 }
             }
-            Err(w) => self.unlock_retry(me, seen, w),
+            Err(w) => self.unlock_slow(me, w, false),
         }
-    }
-
-    /// The unlock CAS found other flags than the guard guessed: try the
-    /// other fast-path word, else take the slow path.
-    #[inline(never)]
-    fn unlock_retry(&self, me: usize, seen: usize, w: usize) {
-        let other = seen ^ WW;
-        // Release: as in raw_unlock.
-        if w == me | other
-            && self
-                .owner
-                .compare_exchange(w, other, Release, Relaxed)
-                .is_ok()
-        {
-            #[cfg(loom)]
-            if other == WW {
-                Probe::hit(&self.probe.woken_skips);
-            }
-            return;
-        }
-        self.unlock_slow(me, false);
     }
 
     /// Release the lock, handing it directly to the first waiter if there
@@ -727,12 +705,8 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     pub unsafe fn raw_unlock_fair(&self, guard: OwnerGuard) {
         self.count_acquisition();
         // Release: as in raw_unlock.
-        if self
-            .owner
-            .compare_exchange(guard.id, 0, Release, Relaxed)
-            .is_err()
-        {
-            self.unlock_slow(guard.id, true);
+        if let Err(w) = self.owner.compare_exchange(guard.id, 0, Release, Relaxed) {
+            self.unlock_slow(guard.id, w, true);
         }
     }
 
@@ -784,7 +758,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             // release sequence.
             match self
                 .owner
-                .compare_exchange_weak(w, me | (w & KEEP_ON_LOCK), Acquire, Relaxed)
+                .compare_exchange_weak(w, me | (w & WW), Acquire, Relaxed)
             {
                 Ok(_) => {
                     #[cfg(loom)]
@@ -845,7 +819,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     #[inline]
     fn quick_spin(&self, me: usize) -> bool {
         let first = self.owner.load(Relaxed);
-        if first & FLAGS != 0 && first & FLAGS != WAITERS | WOKEN {
+        if first & FLAGS != 0 && first & FLAGS != WW {
             return false;
         }
         for _ in 0..QUICK_SPINS {
@@ -1167,8 +1141,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     /// Contended unlock: flags are set (or the caller is not the owner).
     #[cold]
     #[inline(never)]
-    fn unlock_slow(&self, me: usize, fair: bool) {
-        let mut w = self.owner.load(Relaxed);
+    fn unlock_slow(&self, me: usize, mut w: usize, fair: bool) {
         loop {
             if cfg!(debug_assertions) {
                 assert!(
@@ -1187,7 +1160,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             // the next owner (fast path or trylock).
             match self
                 .owner
-                .compare_exchange_weak(w, w & KEEP_ON_LOCK, Release, Relaxed)
+                .compare_exchange_weak(w, w & WW, Release, Relaxed)
             {
                 Ok(_) => break,
                 Err(now) => w = now,
@@ -1200,7 +1173,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         if w & WOKEN != 0 && w & HANDOFF == 0 {
             Probe::hit(&self.probe.woken_skips);
         }
-        if w & (WAITERS | WOKEN) == WAITERS {
+        if w & WW == WAITERS {
             self.wait_lock.lock();
             // SAFETY: we hold wait_lock.
             let head = unsafe { self.list_head() };

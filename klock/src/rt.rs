@@ -64,6 +64,19 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     }
 }
 
+/// Whether the calling thread has a real-time policy (`SCHED_FIFO`, `RR`
+/// or `DEADLINE`). One syscall; not cached, since the policy may change
+/// at any time.
+pub fn is_realtime() -> bool {
+    /// `SCHED_DEADLINE` (not in every libc).
+    const SCHED_DEADLINE: i32 = 6;
+    /// `SCHED_RESET_ON_FORK`, which the kernel reports ORed in.
+    const RESET_ON_FORK: i32 = 0x4000_0000;
+    // SAFETY: no pointers; 0 names the calling thread.
+    let p = unsafe { libc::sched_getscheduler(0) } & !RESET_ON_FORK;
+    p == libc::SCHED_FIFO || p == libc::SCHED_RR || p == SCHED_DEADLINE
+}
+
 /// Whether CPU `cpu` is in the calling thread's allowed set.
 pub fn cpu_allowed(cpu: usize) -> bool {
     // SAFETY: the set is filled by the kernel and read with the libc macro.
@@ -166,8 +179,36 @@ mod tests {
         // Our own policy is still SCHED_OTHER.
         // SAFETY: plain syscall.
         assert_eq!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_OTHER);
-        assert!(cpu_allowed(0) || !cpu_allowed(0));
+        assert!(!is_realtime());
         assert!(pin_to_cpu(1 << 20).is_err());
+    }
+
+    #[test]
+    fn pinning_shows_in_the_allowed_set() {
+        let first = (0..1024).find(|&c| cpu_allowed(c)).expect("no CPU allowed");
+        // On a helper thread: pinning would stay with the test thread.
+        std::thread::spawn(move || {
+            pin_to_cpu(first).unwrap();
+            assert!(cpu_allowed(first));
+            assert!((0..1024).filter(|&c| c != first).all(|c| !cpu_allowed(c)));
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn fifo_is_realtime() {
+        if !fifo_available() {
+            return; // nothing to check without the privilege
+        }
+        std::thread::spawn(|| {
+            set_fifo(10).unwrap();
+            assert!(is_realtime());
+            set_normal().unwrap();
+            assert!(!is_realtime());
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

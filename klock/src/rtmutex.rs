@@ -956,19 +956,12 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
     }
 }
 
-/// Whether the calling thread has a real-time policy (`SCHED_FIFO`, `RR`
-/// or `DEADLINE`): such a contender needs the kernel's priority
-/// inheritance and never waits in userspace. One syscall, on the slow path
-/// only (the policy may change at any time, so it is not cached).
+/// Whether the calling thread has a real-time policy: such a contender
+/// needs the kernel's priority inheritance and never waits in userspace.
+/// On the slow path only.
 #[cfg(not(loom))]
 fn caller_is_realtime() -> bool {
-    /// `SCHED_DEADLINE` (not in every libc).
-    const SCHED_DEADLINE: i32 = 6;
-    /// `SCHED_RESET_ON_FORK`, which the kernel reports ORed in.
-    const RESET_ON_FORK: i32 = 0x4000_0000;
-    // SAFETY: no pointers; 0 names the calling thread.
-    let p = unsafe { libc::sched_getscheduler(0) } & !RESET_ON_FORK;
-    p == libc::SCHED_FIFO || p == libc::SCHED_RR || p == SCHED_DEADLINE
+    crate::rt::is_realtime()
 }
 
 #[cfg(loom)]

@@ -36,9 +36,12 @@
 //! sleeping was more than [`NOSPIN_MARGIN_PCT`]% faster (a tie keeps the
 //! kernel's behaviour). A lock that is barely contended runs equally fast
 //! either way and keeps spinning; one that was not contended at all during
-//! a run is not tested again until it is. A test costs the
-//! [`MEASURE_NS`] + [`SETTLE_NS`] spent in the worse mode: 2.4% of a
-//! 250 ms run, 0.3% of a 2 s one.
+//! a run is not tested again until it is. A test spends
+//! [`MEASURE_NS`] + [`SETTLE_NS`] in the worse mode: 2.4% of a 250 ms
+//! run, 0.3% of a 2 s one. It costs more than that time share, since
+//! the switches between modes are not free: in 1 s bench runs of a fresh
+//! lock, where spinning wins, `mutex` did 1–5% less than `mutex-fixed`
+//! at 4–32 threads on 2 CPUs (`bench/results/2core-mutex-v3.txt`).
 //!
 //! Only the lock holder steps the machine, so its fields need no
 //! synchronisation beyond the lock itself; they are atomics (`Relaxed`)

@@ -1,7 +1,7 @@
 //! Results: aggregation over runs, the JSON contract (DESIGN.md §6), the
 //! kernel-style tables, and the SVG plot.
 
-use super::stats::{hmean, mean, min_mean_max, stddev};
+use super::stats::{hmean, mean, median, min_mean_max, stddev};
 use super::workload::{Role, RunOutcome};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -315,7 +315,8 @@ fn xfer_section(rows: &[ResultRow]) -> String {
         return String::new();
     }
     ns.sort_by(f64::total_cmp);
-    let (lo, mid, hi) = (ns[0], ns[ns.len() / 2], ns[ns.len() - 1]);
+    let (lo, hi) = (ns[0], ns[ns.len() - 1]);
+    let mid = median(&ns).unwrap_or(lo);
     let mut out = format!(
         "\nCache-line round trip between two CPUs, before and after each run: \
          {lo:.0} / {mid:.0} / {hi:.0} ns (min / median / max)\n"
@@ -336,7 +337,7 @@ fn xfer_section(rows: &[ResultRow]) -> String {
             (runs whose round trip crossed the cut are left out)\n";
     out += &grid(rows, |r| {
         let (near, far) = split_by_distance(r, cut);
-        let med = |v: Vec<f64>| match median(v) {
+        let med = |v: Vec<f64>| match median(&v) {
             Some(m) => rate(m),
             None => "-".into(),
         };
@@ -357,19 +358,6 @@ fn split_by_distance(r: &ResultRow, cut: f64) -> (Vec<f64>, Vec<f64>) {
         }
     }
     (near, far)
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 /// The suite's tables, as the kernel mails print them.
@@ -630,7 +618,7 @@ mod tests {
         let cut = (75.0f64 * 390.0).sqrt();
         assert_eq!(split_by_distance(&r, cut), (vec![6.0, 7.0], vec![4.0]));
         let text = xfer_section(std::slice::from_ref(&r));
-        assert!(text.contains("75 / 90 / 390 ns"), "{text}");
+        assert!(text.contains("75 / 88 / 390 ns"), "{text}");
         assert!(text.contains("split at 171 ns"), "{text}");
         // Near median 6.5, far 4 (kop/s).
         assert!(

@@ -27,6 +27,19 @@ pub fn hmean(xs: &[f64]) -> f64 {
     xs.len() as f64 / xs.iter().map(|x| 1.0 / x).sum::<f64>()
 }
 
+/// Median (the mean of the two middle values for an even count); `None`
+/// for an empty slice.
+pub fn median(xs: &[f64]) -> Option<f64> {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
 /// Min, mean and max of integer counts; `None` for an empty slice.
 pub fn min_mean_max(xs: &[u64]) -> Option<(u64, f64, u64)> {
     let min = *xs.iter().min()?;
@@ -38,6 +51,13 @@ pub fn min_mean_max(xs: &[u64]) -> Option<(u64, f64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn median_odd_even_empty() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+    }
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9 * b.abs().max(1.0)

@@ -10,29 +10,14 @@
 //! around every run so that runs can be compared at equal distance.
 
 use crossbeam_utils::CachePadded;
+use klock::rt::{cpu_allowed, pin_to_cpu};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// The first two CPUs this process may run on, if it may run on two.
+/// The first two CPUs this thread may run on, if it may run on two.
 fn two_cpus() -> Option<(usize, usize)> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel fills it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: pid 0 is the calling thread; the size matches the set.
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) } != 0 {
-        return None;
-    }
-    let mut cpus = (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) });
+    let mut cpus = (0..8 * std::mem::size_of::<libc::cpu_set_t>()).filter(|&c| cpu_allowed(c));
     Some((cpus.next()?, cpus.next()?))
-}
-
-/// Pin the calling thread to `cpu`.
-fn pin(cpu: usize) -> bool {
-    // SAFETY: as in two_cpus; CPU_SET stays within the set's size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) == 0
-    }
 }
 
 /// Mean cache-line round trip (ns) between two pinned threads over
@@ -46,7 +31,7 @@ pub fn round_trip_ns(window: Duration) -> Option<f64> {
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let pong = s.spawn(|| {
-            if !pin(b) {
+            if pin_to_cpu(b).is_err() {
                 return false;
             }
             while !stop.load(Ordering::Relaxed) {
@@ -59,7 +44,7 @@ pub fn round_trip_ns(window: Duration) -> Option<f64> {
             true
         });
         let ping = s.spawn(|| {
-            if !pin(a) {
+            if pin_to_cpu(a).is_err() {
                 return None;
             }
             let start = Instant::now();
