@@ -12,7 +12,7 @@
 //! Whether the transfer or the overlap wins depends on the distance
 //! between the CPUs, which userspace cannot see and which a virtual
 //! machine's host changes at will (the 2-vCPU development host flips
-//! between a 60–150 ns and a 370–570 ns cache-line round trip every few
+//! between a 56–200 ns and a 350–600 ns cache-line round trip every few
 //! seconds to minutes; at 16 threads owner spinning is then 1.7× or
 //! 0.57× as fast as sleeping).
 //!

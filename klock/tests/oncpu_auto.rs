@@ -23,6 +23,10 @@ fn auto_installs_the_bpf_oracle_in_the_background() {
             "auto did not install the bpf oracle as root"
         );
         assert!(klock::oncpu_bpf::is_loaded());
+        // A thread reads as unknown until the program has seen it switched
+        // in: sleep once so that it has (the test failed 1 run in ~20
+        // without this, reading None).
+        std::thread::sleep(Duration::from_millis(1));
         assert_eq!(
             oncpu::oracle().owner_running(klock::thread::current_tid()),
             Some(true)

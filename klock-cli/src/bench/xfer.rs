@@ -5,7 +5,7 @@
 //! it protects) at this speed. On a virtual machine the host may move the
 //! vCPUs between sibling hyperthreads and distant cores *while a benchmark
 //! runs*: on the 2-vCPU development host the round trip flips between
-//! 60–150 ns and 370–570 ns every few seconds to minutes, and a lock's
+//! 56–200 ns and 350–600 ns every few seconds to minutes, and a lock's
 //! throughput with it (see the README, "Reading the numbers"). The bench measures it
 //! around every run so that runs can be compared at equal distance.
 
