@@ -24,7 +24,7 @@ fn auto_installs_the_bpf_oracle_in_the_background() {
         );
         assert!(klock::oncpu_bpf::is_loaded());
         // A thread reads as unknown until the program has seen it switched
-        // in: sleep once so that it has (the test failed 1 run in ~20
+        // in: sleep once so that it has (the test failed in 1 of 24 debug runs
         // without this, reading None).
         std::thread::sleep(Duration::from_millis(1));
         assert_eq!(
