@@ -370,6 +370,38 @@ fn split_by_distance(r: &ResultRow, cut: f64) -> (Vec<f64>, Vec<f64>) {
     (near, far)
 }
 
+/// The most any lock can do at each thread count of a writers-only suite
+/// that measured 1 thread: `min(threads, CPUs)` × the fastest 1-thread
+/// rate. Each operation's work is still done once, on some CPU, and
+/// sharing a lock never makes it cheaper; the transfers between CPUs only
+/// add. The ratio of a table's best cell to this line says how much any
+/// lock could still gain there. Suites with readers change their role mix
+/// with the thread count, so the bound would not hold: no line.
+fn ceiling(rows: &[ResultRow], cpus: usize) -> String {
+    let one = rows
+        .iter()
+        .filter(|r| r.threads == 1)
+        .map(|r| r.kops_mean)
+        .fold(0.0, f64::max);
+    if one <= 0.0 || cpus == 0 || rows.iter().any(|r| r.readers > 0) {
+        return String::new();
+    }
+    let (_, threads) = axes(rows);
+    let cells: Vec<String> = threads
+        .iter()
+        .filter(|&&t| t > 1)
+        .map(|&t| format!("{t}: {}", rate(one * t.min(cpus) as f64)))
+        .collect();
+    if cells.is_empty() {
+        return String::new();
+    }
+    format!(
+        "  Ceiling, kop/s by threads (min(threads, CPUs) x the fastest 1-thread rate, {}): {}\n",
+        rate(one),
+        cells.join(", ")
+    )
+}
+
 /// The suite's tables, as the kernel mails print them.
 pub fn render(file: &ResultFile, cost_table: bool) -> String {
     let rows = &file.results;
@@ -408,6 +440,7 @@ pub fn render(file: &ResultFile, cost_table: bool) -> String {
             100.0 * r.kops_stddev / r.kops_mean.max(1e-9)
         )
     });
+    out += &ceiling(rows, file.machine.cpus);
     out += "\nCPU: CPUs kept busy / kop per CPU-second (wasted spinning shows as low kop/CPU-s)\n";
     out += &grid(rows, |r| {
         format!(
@@ -608,6 +641,35 @@ mod tests {
         let r = ResultRow::aggregate("x", "x", "default", 0, 3, &runs);
         assert_eq!(r.reader_min, None);
         assert_eq!(r.xfer_ns_runs, vec![(Some(80.0), None); 2]);
+    }
+
+    #[test]
+    fn ceiling_is_cpus_times_the_fastest_single_thread() {
+        use Role::*;
+        let row = |id: &str, threads: usize, ops: u64| {
+            let runs = [outcome(&[(Writer, ops)], 1.0)];
+            ResultRow::aggregate(id, id, "default", 0, threads, &runs)
+        };
+        // 1-thread rates 4 and 5 kop/s: the ceiling uses 5.
+        let rows = [
+            row("a", 1, 4000),
+            row("b", 1, 5000),
+            row("a", 2, 6000),
+            row("b", 16, 7000),
+        ];
+        let line = ceiling(&rows, 2);
+        assert!(
+            line.contains(&format!("2: {}, 16: {}", rate(10.0), rate(10.0))),
+            "{line}"
+        );
+        assert!(line.contains(&format!("rate, {})", rate(5.0))), "{line}");
+        // One CPU: the 1-thread rate is the ceiling at every count.
+        assert!(ceiling(&rows, 1).contains(&format!("16: {}", rate(5.0))));
+        // No 1-thread row, or a suite with readers: no line.
+        assert_eq!(ceiling(&rows[2..], 2), "");
+        let mut mixed = rows.clone();
+        mixed[2].readers = 1;
+        assert_eq!(ceiling(&mixed, 2), "");
     }
 
     #[test]
