@@ -12,7 +12,10 @@
 //! writers, and this is how the lock notices.
 //!
 //! When spinning does not make sense, lockers **sleep** in one FIFO wait
-//! list, each on its own futex word. A wake-up of readers takes all
+//! list: writers each on their own futex word, readers on one word of the
+//! lock that a grant bumps, so that one `FUTEX_WAKE` wakes the readers it
+//! granted (a woken thread preempts its waker, and a waker sending one
+//! wake-up per reader was often preempted half-way through the group). A wake-up of readers takes all
 //! queued readers (skipping writers, at most [`MAX_READERS_WAKEUP`]) and
 //! *grants* them the lock (adds their reader counts on their behalf, the
 //! kernel's `rwsem_mark_wake`): a woken reader returns owning it. Writers
@@ -142,7 +145,7 @@
 //! RMWs and probe back-outs are `Relaxed`: they are ordered with unlocks
 //! by the word's modification order, and the list they describe is
 //! protected by `wait_lock`. A granted reader synchronises with its
-//! granter through its futex word (`Release` swap / `Acquire` load); the
+//! granter through its state word (`Release` swap / `Acquire` load); the
 //! granter's `Acquire` grant CAS synchronised with the last writer. The
 //! owner word is a hint: all `Relaxed`.
 
@@ -157,7 +160,7 @@ use crate::sync::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, UnsafeCe
 use crate::sys::{self, monotonic_ns};
 use crate::thread;
 use crate::waitlist::{
-    futex_addr, wake_later, wake_pending, AbortOnUnwind, Linked, Links, WaitList,
+    futex_addr, wake_later, wake_later_n, wake_pending, AbortOnUnwind, Linked, Links, WaitList,
 };
 use core::marker::PhantomData;
 use core::sync::atomic::AtomicU64 as StdAtomicU64;
@@ -433,6 +436,10 @@ pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = Wa
     /// (before the `WAITERS` RMW when a reader queues first), read by the
     /// unlocker after it saw `WAITERS`; a stale answer only costs fairness.
     front_reader: AtomicBool,
+    /// Sleeping readers' futex word: a grant that found one of its readers
+    /// asleep bumps it after marking them all, so one `FUTEX_WAKE` wakes
+    /// the whole group (writers sleep on their own words).
+    rgate: AtomicU32,
     #[cfg(loom)]
     probe: Probe,
     #[cfg(loom)]
@@ -483,6 +490,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             spin: SpinStats::new(),
             list: UnsafeCell::new(WaitList::new()),
             front_reader: AtomicBool::new(false),
+            rgate: AtomicU32::new(0),
         }
     }
 
@@ -497,6 +505,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             spin: SpinStats::new(),
             list: UnsafeCell::new(WaitList::new()),
             front_reader: AtomicBool::new(false),
+            rgate: AtomicU32::new(0),
             probe: Probe::default(),
             loom_wait_timeout_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
             loom_reader_wait_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
@@ -801,9 +810,9 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             self.park_counted(&waiter, deadline, Event::RwsemSleepReader);
             // Acquire: as above.
             if waiter.state.load(Acquire) == W_GRANTED {
-                // The granter touches our futex word only under wait_lock
-                // (it marks us granted there) and sends the FUTEX_WAKE by
-                // address after releasing it, so we may return at once.
+                // The granter touches our state word only under wait_lock
+                // (it marks us granted there) and wakes us through the
+                // lock's `rgate`, so we may return at once.
                 break;
             }
             self.wait_lock.lock();
@@ -1436,7 +1445,8 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     fn park_counted(&self, waiter: &Waiter, deadline: Option<u64>, sleep_event: Event) {
         #[cfg(loom)]
         Probe::hit(&self.probe.parking);
-        let slept = park(waiter, deadline);
+        let gate = (waiter.role == Role::Reader).then_some(&self.rgate);
+        let slept = park(waiter, gate, deadline);
         #[cfg(loom)]
         self.probe
             .parking
@@ -1553,7 +1563,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             // of the next writer, through the readers' release sequence.
             // Otherwise: Acquire (for the readers we grant) pairs with the
             // Release of the last write unlock. Either way the grantees
-            // synchronise with us through their futex words.
+            // synchronise with us through their state words.
             let ord = if unlocking { Release } else { Acquire };
             match self.count.compare_exchange_weak(c, new, ord, Relaxed) {
                 Ok(_) => break,
@@ -1573,27 +1583,35 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         // Unlink and grant.
         let mut p = head;
         let mut granted = 0;
+        let mut asleep = false;
         while !p.is_null() && granted < n {
             // SAFETY: linked waiters are alive. A granted reader may return
             // as soon as it sees W_GRANTED, so the swap below is our last
-            // access to it: its futex address is taken first and woken
-            // after wait_lock is released (wake_later).
+            // access to it; sleepers are woken through `rgate`, after
+            // wait_lock is released (wake_later_n).
             let w = unsafe { &*p };
             let next = w.links.next();
             if w.role == Role::Reader {
                 unsafe { self.list_remove(p) };
                 #[cfg(loom)]
                 let t = w.thread.clone();
-                let addr = futex_addr(&w.state);
                 // Release pairs with the reader's Acquire load of its state.
-                if w.state.swap(W_GRANTED, Release) == W_PARKED {
-                    wake_later(addr);
-                }
+                asleep |= w.state.swap(W_GRANTED, Release) == W_PARKED;
                 #[cfg(loom)]
                 t.unpark();
                 granted += 1;
             }
             p = next;
+        }
+        if asleep {
+            // After every mark: a sleeper that read the gate before this
+            // bump finds it changed or is woken (Release pairs with its
+            // Acquire gate load in `park`). One FUTEX_WAKE for the group,
+            // not one per reader: woken readers preempt their waker, and a
+            // waker preempted half-way through a list of wake-ups leaves
+            // the rest of the group asleep while it waits for a CPU.
+            self.rgate.fetch_add(1, Release);
+            wake_later_n(futex_addr(&self.rgate), u32::MAX >> 1);
         }
         events::add(Event::RwsemWakeReaders, n);
         #[cfg(loom)]
@@ -1739,15 +1757,17 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     }
 }
 
-/// Sleep on our futex word until its state leaves `W_PARKED` or
-/// `deadline` passes. Returns whether we slept at all.
+/// Sleep until `w`'s state leaves `W_PARKED` or `deadline` passes.
+/// Returns whether we slept at all. A writer sleeps on its state word; a
+/// reader on `gate`, the lock's `rgate`, which a grant bumps after marking
+/// its readers, so that one `FUTEX_WAKE` wakes them all.
 ///
 /// Under loom an untimed waiter blocks in `loom::thread::park` (wakers
 /// unpark it through a cloned handle) instead of a futex wait, which loom
 /// models as a yield: two yielding waiters could otherwise be scheduled
 /// against each other forever while the waker stays preempted, which loom
 /// reports as a failure although no real schedule does that.
-fn park(w: &Waiter, deadline: Option<u64>) -> bool {
+fn park(w: &Waiter, gate: Option<&AtomicU32>, deadline: Option<u64>) -> bool {
     // W_WAITING -> W_PARKED; fails if a waker already changed it.
     if w.state
         .compare_exchange(W_WAITING, W_PARKED, Relaxed, Relaxed)
@@ -1756,6 +1776,11 @@ fn park(w: &Waiter, deadline: Option<u64>) -> bool {
         return false;
     }
     loop {
+        // The gate before the state: if the state below still says
+        // parked, our grant's bump comes later and changes the gate from
+        // `g` (Acquire pairs with the bump's Release: having seen a bump,
+        // we see the marks made before it).
+        let g = gate.map(|g| g.load(Acquire));
         // Acquire pairs with the waker's Release swap.
         if w.state.load(Acquire) != W_PARKED {
             return true;
@@ -1776,7 +1801,10 @@ fn park(w: &Waiter, deadline: Option<u64>) -> bool {
             continue;
         }
         // Spurious returns are fine: we re-check the state.
-        sys::futex_wait(&w.state, W_PARKED, timeout);
+        match (gate, g) {
+            (Some(gate), Some(g)) => sys::futex_wait(gate, g, timeout),
+            _ => sys::futex_wait(&w.state, W_PARKED, timeout),
+        };
     }
 }
 

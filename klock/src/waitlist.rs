@@ -115,7 +115,7 @@ pub(crate) fn futex_addr(state: &AtomicU32) -> usize {
 std::thread_local! {
     /// Futex words marked woken under a `wait_lock`, whose `FUTEX_WAKE`
     /// this thread sends once it has released that lock ([`wake_pending`]).
-    static PENDING_WAKES: Cell<Vec<usize>> = const { Cell::new(Vec::new()) };
+    static PENDING_WAKES: Cell<Vec<(usize, u32)>> = const { Cell::new(Vec::new()) };
 }
 
 /// Queue a `FUTEX_WAKE` of the futex word at `addr` for [`wake_pending`]:
@@ -131,22 +131,29 @@ std::thread_local! {
 /// wakers that block waiters in `loom::thread::park` unpark them directly.
 #[inline]
 pub(crate) fn wake_later(addr: usize) {
+    wake_later_n(addr, 1);
+}
+
+/// [`wake_later`] for up to `n` threads waiting on one futex word (a
+/// group of readers granted together, [`crate::rwsem`]).
+#[inline]
+pub(crate) fn wake_later_n(addr: usize, n: u32) {
     #[cfg(not(loom))]
     {
         let queued = PENDING_WAKES
             .try_with(|q| {
                 let mut v = q.take();
-                v.push(addr);
+                v.push((addr, n));
                 q.set(v);
             })
             .is_ok();
         if !queued {
             // Thread-local storage is gone (thread exit): wake now.
-            crate::sys::futex_wake_addr(addr, 1);
+            crate::sys::futex_wake_addr(addr, n);
         }
     }
     #[cfg(loom)]
-    let _ = addr;
+    let _ = (addr, n);
 }
 
 /// Send the wake-ups queued by [`wake_later`]. Call right after releasing
@@ -156,8 +163,8 @@ pub(crate) fn wake_pending() {
     #[cfg(not(loom))]
     let _ = PENDING_WAKES.try_with(|q| {
         let mut v = q.take();
-        for a in v.drain(..) {
-            crate::sys::futex_wake_addr(a, 1);
+        for (a, n) in v.drain(..) {
+            crate::sys::futex_wake_addr(a, n);
         }
         q.set(v);
     });

@@ -1,7 +1,8 @@
 //! klock::RwSem under real threads (time-bounded): readers never see a
 //! writer's half-done update, in all three spin configurations; downgrade
 //! keeps writers out; timed read and write locks time out cleanly and
-//! leave the lock usable; the event counters move; with the reader wait
+//! leave the lock usable; a grant wakes every sleeping reader; the event
+//! counters move; with the reader wait
 //! bound at 0 (grants past a front writer all the time) exclusion holds.
 #![cfg(not(loom))]
 
@@ -228,6 +229,58 @@ fn timed_locks_time_out_spin() {
 #[test]
 fn timed_locks_time_out_no_spin() {
     timed_locks_time_out::<OFF>();
+}
+
+/// Readers asleep behind a writer all wake when it unlocks: the grant marks
+/// them and wakes the group through the lock's reader futex word. A lost
+/// wake-up shows as an untimed reader that never returns (the test gives up
+/// after 10 s) or a timed one that returns only at its 20 s deadline.
+#[test]
+fn a_grant_wakes_every_sleeping_reader() {
+    use std::sync::{mpsc, Arc};
+    for round in 0..3 {
+        let l = Arc::new(RwSemWith::<OFF, ON, ()>::new(()));
+        let w = l.write();
+        let (tx, rx) = mpsc::channel();
+        for t in 0..8 {
+            let (l, tx) = (Arc::clone(&l), tx.clone());
+            // Not scoped: a reader that never wakes must fail the test,
+            // not hang it.
+            std::thread::spawn(move || {
+                let got = if t % 2 == 0 {
+                    drop(l.read());
+                    true
+                } else {
+                    l.try_read_for(Duration::from_secs(20)).is_some()
+                };
+                let _ = tx.send((t, got, Instant::now()));
+            });
+        }
+        // Let them queue and fall asleep behind the writer.
+        let t0 = Instant::now();
+        while unsafe { l.raw() }.count_word() & WAITERS == 0 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "readers never queued"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let released = Instant::now();
+        drop(w);
+        for _ in 0..8 {
+            let (t, got, at) = rx
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("round {round}: a reader was not woken by the grant"));
+            assert!(got, "round {round}: timed reader {t} timed out");
+            let waited = at.saturating_duration_since(released);
+            assert!(
+                waited < Duration::from_secs(5),
+                "round {round}: reader {t} woke {waited:?} after the unlock (its deadline, not the grant)"
+            );
+        }
+        assert_eq!(unsafe { l.raw() }.count_word(), 0, "count word not clean");
+    }
 }
 
 /// Many short timed attempts of both kinds against a busy lock; afterwards
