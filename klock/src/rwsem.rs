@@ -15,7 +15,8 @@
 //! list: writers each on their own futex word, readers on one word of the
 //! lock that a grant bumps, so that one `FUTEX_WAKE` wakes the readers it
 //! granted (a woken thread preempts its waker, and a waker sending one
-//! wake-up per reader was often preempted half-way through the group). A wake-up of readers takes all
+//! wake-up per reader was often preempted half-way through the group).
+//! A wake-up of readers takes all
 //! queued readers (skipping writers, at most [`MAX_READERS_WAKEUP`]) and
 //! *grants* them the lock (adds their reader counts on their behalf, the
 //! kernel's `rwsem_mark_wake`): a woken reader returns owning it. Writers
