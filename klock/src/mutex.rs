@@ -571,6 +571,14 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         }
     }
 
+    /// Whether a contender may spin now: this lock's mode and test allow
+    /// it and another CPU could run the owner. Asked again at every
+    /// attempt, since the test's verdict changes while threads wait.
+    #[inline]
+    fn may_spin(&self) -> bool {
+        self.owner_spin_enabled() && oncpu::spinning_useful()
+    }
+
     /// The adaptive test's verdict ([`crate::spinadapt`]), or `true` when
     /// the test is switched off.
     #[inline]
@@ -793,7 +801,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         if Self::ADAPTS && spinadapt::enabled() {
             self.adapt.contended();
         }
-        if self.owner_spin_enabled() && oncpu::spinning_useful() {
+        if self.may_spin() {
             if self.quick_spin(me) {
                 return true;
             }
@@ -1084,9 +1092,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             }
             if first
                 && (self.try_lock_slow(me, true)
-                    || (self.owner_spin_enabled()
-                        && oncpu::spinning_useful()
-                        && self.optimistic_spin(me, true, deadline)))
+                    || (self.may_spin() && self.optimistic_spin(me, true, deadline)))
             {
                 self.wait_lock.lock();
                 break true;

@@ -77,16 +77,24 @@ pub fn is_realtime() -> bool {
     p == libc::SCHED_FIFO || p == libc::SCHED_RR || p == SCHED_DEADLINE
 }
 
-/// Whether CPU `cpu` is in the calling thread's allowed set.
-pub fn cpu_allowed(cpu: usize) -> bool {
+/// The CPUs in the calling thread's allowed set, in ascending order (one
+/// syscall; empty if the kernel refuses to say).
+pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: the set is filled by the kernel and read with the libc macro.
     unsafe {
         let mut set = std::mem::zeroed::<libc::cpu_set_t>();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return false;
+            return Vec::new();
         }
-        cpu < 8 * std::mem::size_of::<libc::cpu_set_t>() && libc::CPU_ISSET(cpu, &set)
+        (0..8 * std::mem::size_of::<libc::cpu_set_t>())
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
     }
+}
+
+/// Whether CPU `cpu` is in the calling thread's allowed set.
+pub fn cpu_allowed(cpu: usize) -> bool {
+    allowed_cpus().contains(&cpu)
 }
 
 /// Whether this process may use `SCHED_FIFO`: a real `sched_setscheduler`
@@ -185,12 +193,14 @@ mod tests {
 
     #[test]
     fn pinning_shows_in_the_allowed_set() {
-        let first = (0..1024).find(|&c| cpu_allowed(c)).expect("no CPU allowed");
+        let all = allowed_cpus();
+        let first = *all.first().expect("no CPU allowed");
+        assert!(all.iter().all(|&c| cpu_allowed(c)));
         // On a helper thread: pinning would stay with the test thread.
         std::thread::spawn(move || {
             pin_to_cpu(first).unwrap();
-            assert!(cpu_allowed(first));
-            assert!((0..1024).filter(|&c| c != first).all(|c| !cpu_allowed(c)));
+            assert_eq!(allowed_cpus(), vec![first]);
+            assert!(all.iter().all(|&c| cpu_allowed(c) == (c == first)));
         })
         .join()
         .unwrap();

@@ -165,9 +165,10 @@ pub fn execute(
         pb.suspend(|| println!("\n== {NAME}: --locks does not apply (it measures the hook)"));
     }
     // The highest CPU we may use: away from CPU 0's interrupts.
-    let cpu = (0..klock::sys::online_cpus())
-        .rev()
-        .find(|&c| klock::rt::cpu_allowed(c))
+    let online = klock::sys::online_cpus();
+    let cpu = klock::rt::allowed_cpus()
+        .into_iter()
+        .rfind(|&c| c < online)
         .ok_or("no CPU in this process's affinity mask")?;
     let before = oracle_kind().unwrap_or(OracleKind::Budget);
     // The program stays loaded only for the variants that measure it.

@@ -10,14 +10,14 @@
 //! around every run so that runs can be compared at equal distance.
 
 use crossbeam_utils::CachePadded;
-use klock::rt::{cpu_allowed, pin_to_cpu};
+use klock::rt::{allowed_cpus, pin_to_cpu};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The first two CPUs this thread may run on, if it may run on two.
 fn two_cpus() -> Option<(usize, usize)> {
-    let mut cpus = (0..8 * std::mem::size_of::<libc::cpu_set_t>()).filter(|&c| cpu_allowed(c));
-    Some((cpus.next()?, cpus.next()?))
+    let cpus = allowed_cpus();
+    Some((*cpus.first()?, *cpus.get(1)?))
 }
 
 /// Mean cache-line round trip (ns) between two pinned threads over

@@ -81,7 +81,7 @@ pub fn all() -> Vec<TortureType> {
         klock!(
             Mx<klock::RawMutexWith<OWNER_SPIN>, Timed>,
             "mutex",
-            "klock::Mutex: spins on a running owner (kernel OWNER_SPIN)"
+            "klock::Mutex: spins on a running owner (kernel OWNER_SPIN) unless its adaptive test finds sleeping faster"
         ),
         klock!(
             Mx<klock::RawMutexWith<{ klock::mutex::OWNER_SPIN_FIXED }>, Timed>,
