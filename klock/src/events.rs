@@ -204,6 +204,9 @@ lock_events! {
         /// Phase-fair join: a reader that quit spinning joined another
         /// reader's read phase.
         RwsemRlockRejoin = "rlock_rejoin",
+        /// `STEAL` mode: a reader whose fast path failed took the lock
+        /// (no writer, no reader, no hand-off), waiters or not.
+        RwsemRlockSteal = "rlock_steal",
         /// A starving first reader set `HANDOFF`.
         RwsemRlockHandoff = "rlock_handoff",
         /// Write locks taken through the wait list.

@@ -36,6 +36,15 @@
 //! optional reader wait bound ([`reader_wait_ns`], off by default) lets the
 //! next write unlock grant them past it.
 //!
+//! **Reader lock stealing** (`RSPIN = `[`STEAL`]; mainline's later design,
+//! which replaced reader spinning): readers never spin. A reader whose
+//! fast path failed takes the lock anyway if neither a writer nor another
+//! reader holds it and no hand-off is pending (the `read steal` line
+//! below), even with waiters queued; the first reader of the phase then
+//! grants the readers at the front of the queue. It does not steal into a
+//! read phase, so a stream of readers cannot starve a queued writer.
+//! Otherwise it queues as above. Writers are unchanged.
+//!
 //! # The count word (64 bits)
 //!
 //! ```text
@@ -79,6 +88,9 @@
 //!                                                        on WRITER_LOCKED|WAITERS|HANDOFF|READ_FAILED
 //! read probe      (r, 0, F)        -> (r+1, 0, F)        fetch_add, acquire (spinners, phase join,
 //!                                                        empty list); fails on WRITER_LOCKED|HANDOFF
+//! read steal      (0, 0, F-HANDOFF) -> (1, 0, F)         STEAL mode: a probe tried only when the
+//!                                                        count showed no readers; if W, grant
+//!                                                        the front readers (under wait_lock)
 //! read grant      (r, 0, F)        -> (r+n, 0, F-HANDOFF[-W if list empties])
 //!                                                        CAS under wait_lock, acquire, for n queued readers
 //! read unlock     (r, 0, F)        -> (r-1, 0, F)        fetch_sub, release; (0,0,W..): wake front
@@ -228,6 +240,10 @@ pub const GLOBAL: u8 = 0;
 pub const ON: u8 = 1;
 /// Per-lock switch value: off.
 pub const OFF: u8 = 2;
+/// Per-lock `RSPIN` value only: readers do not spin; they steal the lock
+/// when no writer and no other reader holds it (module docs, "Reader lock
+/// stealing"). The global switch has no such setting.
+pub const STEAL: u8 = 3;
 
 /// How long a writer may spin on a lock held by `readers` readers before
 /// it marks the lock nonspinnable: `(10 + readers/2)` µs, at most 25 µs.
@@ -476,6 +492,8 @@ pub mod broken {
     /// first and grants them afterwards (wakes them to a free lock): a
     /// barging writer can take it in between.
     pub const WAKE_WITHOUT_GRANT: u8 = 4;
+    /// A stealing reader (`STEAL` mode) ignores `HANDOFF`.
+    pub const STEAL_IGNORES_HANDOFF: u8 = 6;
     /// A write unlock never grants readers queued behind a writer at the
     /// front, however long they waited.
     pub const NO_READER_BOUND: u8 = 5;
@@ -521,9 +539,16 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     pub fn reader_spin_enabled(&self) -> bool {
         match RSPIN {
             ON => true,
-            OFF => false,
+            OFF | STEAL => false,
             _ => reader_spin(),
         }
+    }
+
+    /// Whether readers of this lock steal it instead of spinning
+    /// (`RSPIN == STEAL`).
+    #[inline]
+    pub const fn reader_steal_enabled(&self) -> bool {
+        RSPIN == STEAL
     }
 
     /// Whether adaptive disabling is on for this lock now.
@@ -678,6 +703,9 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         } else {
             0
         };
+        if self.reader_steal_enabled() && self.steal_read(me) {
+            return true;
+        }
         if self.reader_spin_enabled() && oncpu::spinning_useful() {
             if saw_rd {
                 events::inc(Event::RwsemNorspin);
@@ -701,6 +729,43 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             }
         }
         self.read_sleep(me, saw_rd, deadline)
+    }
+
+    /// Reader lock stealing (`STEAL` mode): take the lock if the count
+    /// shows no writer, no other reader and no hand-off, waiters or not;
+    /// the first reader of the phase grants the readers at the front.
+    #[inline(never)]
+    fn steal_read(&self, me: usize) -> bool {
+        let c = self.count.load(Relaxed);
+        let blocked = if self.is_broken(broken::STEAL_IGNORES_HANDOFF) {
+            WRITER_LOCKED | READ_FAILED
+        } else {
+            WRITER_LOCKED | HANDOFF | READ_FAILED
+        };
+        // Not into a read phase: a stream of stealing readers could then
+        // starve a queued writer forever.
+        if c & blocked != 0 || readers_of(c) != 0 {
+            return false;
+        }
+        // Acquire pairs with the Release of the last write unlock (as
+        // try_read_unqueued).
+        let old = self.count.fetch_add(READER_BIAS, Acquire);
+        if old & blocked != 0 {
+            self.read_back_out();
+            return false;
+        }
+        self.set_reader_owned(me);
+        events::inc(Event::RwsemRlockSteal);
+        #[cfg(loom)]
+        Probe::hit(&self.probe.steals);
+        if readers_of(old) == 0 && old & WAITERS != 0 {
+            self.wait_lock.lock();
+            // SAFETY: we hold wait_lock.
+            unsafe { self.wake_front(false) };
+            // SAFETY: we hold wait_lock.
+            unsafe { self.wl_unlock() };
+        }
+        true
     }
 
     /// Phase-fair readers: after quitting spinning, join the read phase of
@@ -1940,6 +2005,7 @@ pub struct Probe {
     pub rd_set_by_writer: std::sync::atomic::AtomicU32,
     pub rd_set_by_reader: std::sync::atomic::AtomicU32,
     pub rejoins: std::sync::atomic::AtomicU32,
+    pub steals: std::sync::atomic::AtomicU32,
     pub rlock_fast: std::sync::atomic::AtomicU32,
     pub grants: std::sync::atomic::AtomicU32,
     /// Largest number of readers granted by one wake-up.

@@ -5,7 +5,8 @@
 //! woken together; a hand-off waiter cannot be overtaken; a write unlock
 //! grants the reader at the front in the same RMW (no writer gets in
 //! first); readers behind a front writer are granted past it once they
-//! waited their bound.
+//! waited their bound; in `STEAL` mode a reader takes a free lock past
+//! queued waiters, never past a hand-off.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
@@ -27,7 +28,7 @@
 #![cfg(loom)]
 
 use klock::rwsem::{
-    broken, RawRwSemWith, HANDOFF, NONSPINNABLE, OFF, ON, RD_NONSPINNABLE, READER_OWNED,
+    broken, RawRwSemWith, HANDOFF, NONSPINNABLE, OFF, ON, RD_NONSPINNABLE, READER_OWNED, STEAL,
     WR_NONSPINNABLE,
 };
 use loom::cell::UnsafeCell;
@@ -61,6 +62,7 @@ struct Coverage {
     timeouts: AtomicU32,
     downgrades: AtomicU32,
     rlock_fast: AtomicU32,
+    steals: AtomicU32,
 }
 
 impl Coverage {
@@ -79,6 +81,7 @@ impl Coverage {
             (&self.timeouts, &p.timeouts),
             (&self.downgrades, &p.downgrades),
             (&self.rlock_fast, &p.rlock_fast),
+            (&self.steals, &p.steals),
         ] {
             t.fetch_add(c.load(Relaxed), Relaxed);
         }
@@ -438,11 +441,15 @@ fn broken_grant_one_reader_is_caught() {
 // ---------------------------------------------------------------------------
 // Hand-off.
 
-fn handoff_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
+/// The main thread holds the write lock until a queued writer demands a
+/// hand-off, unlocks, and takes the lock straight back: for writing, or
+/// (`read_back`) for reading, which in `STEAL` mode is a steal attempt on a
+/// lock held by nobody.
+fn handoff_model<const R: u8>(broken_mode: u8, read_back: bool) -> std::sync::Arc<Coverage> {
     let cov = std::sync::Arc::new(Coverage::default());
     let c = cov.clone();
     builder().check(move || {
-        let l = Arc::new(Lock::<OFF, OFF>::new());
+        let l = Arc::new(Lock::<R, OFF>::new());
         l.set_loom_broken(broken_mode);
         // Every first waiter demands a hand-off at once.
         l.set_loom_wait_timeout_ns(0);
@@ -463,9 +470,15 @@ fn handoff_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
         }
         unsafe { l.raw_unlock_exclusive(g) };
         // Try to take the lock straight back: the waiter must come first.
-        let g = l.raw_lock_exclusive();
-        assert!(got.load(Relaxed), "the hand-off waiter was overtaken");
-        unsafe { l.raw_unlock_exclusive(g) };
+        if read_back {
+            let _r = l.raw_lock_shared();
+            assert!(got.load(Relaxed), "the hand-off waiter was overtaken");
+            unsafe { l.raw_unlock_shared() };
+        } else {
+            let g = l.raw_lock_exclusive();
+            assert!(got.load(Relaxed), "the hand-off waiter was overtaken");
+            unsafe { l.raw_unlock_exclusive(g) };
+        }
         w.join().unwrap();
         assert_eq!(l.count_word(), 0);
         c.add(l.probe());
@@ -478,7 +491,7 @@ fn handoff_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
 /// take it back.
 #[test]
 fn handoff_waiter_cannot_be_overtaken() {
-    let cov = handoff_model(0);
+    let cov = handoff_model::<OFF>(0, false);
     assert!(cov.handoff_requests.load(Relaxed) > 0);
 }
 
@@ -487,7 +500,7 @@ fn handoff_waiter_cannot_be_overtaken() {
 #[test]
 fn broken_handoff_is_caught() {
     expect_failure("loom should have found the overtaken waiter", || {
-        handoff_model(broken::IGNORE_HANDOFF);
+        handoff_model::<OFF>(broken::IGNORE_HANDOFF, false);
     });
 }
 
@@ -634,4 +647,35 @@ fn broken_no_reader_bound_is_caught() {
             reader_bound_model(broken::NO_READER_BOUND);
         },
     );
+}
+
+// ---------------------------------------------------------------------------
+// Reader lock stealing (`STEAL`): a reader takes a free lock past queued
+// waiters, but never into a hand-off.
+
+/// A reader and a writer queue behind the main thread's write lock; the
+/// main thread then reads, and can steal the lock freed for the queued
+/// writer before that writer runs.
+#[test]
+fn exclusion_stealing() {
+    let cov = model::<STEAL, OFF>(true, Some(Part::Read), &[Part::Read, Part::Write], 0);
+    assert!(cov.steals.load(Relaxed) > 0);
+    assert!(cov.sleeps.load(Relaxed) > 0);
+}
+
+/// A first waiter that set `HANDOFF` gets the lock before a reader that
+/// would otherwise steal it.
+#[test]
+fn stealing_reader_respects_handoff() {
+    let cov = handoff_model::<STEAL>(0, true);
+    assert!(cov.handoff_requests.load(Relaxed) > 0);
+}
+
+/// The model can fail: a stealing reader that ignores `HANDOFF` overtakes
+/// the waiter.
+#[test]
+fn broken_steal_past_handoff_is_caught() {
+    expect_failure("loom should have found the overtaken waiter", || {
+        handoff_model::<STEAL>(broken::STEAL_IGNORES_HANDOFF, true);
+    });
 }

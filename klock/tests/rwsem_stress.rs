@@ -1,12 +1,13 @@
 //! klock::RwSem under real threads (time-bounded): readers never see a
-//! writer's half-done update, in all three spin configurations; downgrade
+//! writer's half-done update, in all three spin configurations and with
+//! reader lock stealing; downgrade
 //! keeps writers out; timed read and write locks time out cleanly and
 //! leave the lock usable; a grant wakes every sleeping reader; the event
 //! counters move; with the reader wait
 //! bound at 0 (grants past a front writer all the time) exclusion holds.
 #![cfg(not(loom))]
 
-use klock::rwsem::{self, GLOBAL, OFF, ON, WAITERS};
+use klock::rwsem::{self, GLOBAL, OFF, ON, STEAL, WAITERS};
 use klock::{RwSemWith, RwSemWithWriteGuard};
 use lock_api::RwLockWriteGuard;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -102,6 +103,21 @@ fn no_torn_reads_reader_spin_no_adaptive() {
 fn no_torn_reads_no_reader_spin() {
     let (w, r) = no_torn_reads::<OFF, OFF>(6, 3, 600);
     assert!(w > 0 && r > 0, "{w} writes, {r} reads");
+}
+
+/// Readers steal instead of spinning (mainline's design); oversubscribed,
+/// so the lock often falls free with waiters queued — and (with counters
+/// compiled in) readers did steal it.
+#[test]
+fn no_torn_reads_stealing() {
+    use klock::events::{self, Event};
+    let before = events::read(Event::RwsemRlockSteal);
+    let (w, r) = no_torn_reads::<STEAL, OFF>(8, 4, 600);
+    assert!(w > 0 && r > 0, "{w} writes, {r} reads");
+    if events::enabled() {
+        let after = events::read(Event::RwsemRlockSteal);
+        assert!(after > before, "no reader stole the lock");
+    }
 }
 
 #[test]

@@ -166,6 +166,14 @@ pub fn all() -> Vec<LockEntry> {
             "klock::RwSem, reader spinning + adaptive disabling (the seed's 'after patch')"
         ),
         entry!(
+            RwSem<{ klock::rwsem::STEAL }, { klock::rwsem::OFF }>,
+            "rwsem-steal",
+            "klock-rwsem",
+            "reader-steal",
+            true,
+            "klock::RwSem, readers steal a free lock instead of spinning (mainline's later design)"
+        ),
+        entry!(
             OnBpf<RwSem<{ klock::rwsem::ON }, { klock::rwsem::ON }>>,
             "rwsem-bpf",
             "klock-rwsem",

@@ -45,12 +45,14 @@ fn all_mixed(n: usize) -> (usize, usize) {
     (n, 0)
 }
 
-/// The rwsem seed's three columns, then the peers.
+/// The rwsem seed's three columns, mainline's reader lock stealing, then
+/// the peers.
 const RWSEM_LOCKS: &[&str] = &[
     "rwsem-nospin",
     "rwsem-rspin",
     "rwsem",
     "rwsem-bpf",
+    "rwsem-steal",
     "std-rwlock",
     "parking_lot-rwlock",
     "pthread-rwlock",
@@ -201,7 +203,8 @@ pub const SUITES: &[Suite] = &[
         title: "rwsem 1/3 (2019 adaptive-disabling mail): equal readers and writers, very short \
                 critical section, locking rate. Columns: rwsem-nospin = reader spin off, \
                 rwsem-rspin = reader spin on without adaptive disabling, rwsem = reader spin on \
-                + adaptive disabling",
+                + adaptive disabling, rwsem-steal = no reader spin, readers steal a free lock \
+                (mainline's later design)",
         default_locks: RWSEM_LOCKS,
         default_threads: &[2, 4, 8, 16, 32],
         cs: CriticalSection::Counter,

@@ -109,6 +109,11 @@ pub fn all() -> Vec<TortureType> {
             "klock rw-semaphore without reader optimistic spinning"
         ),
         klock!(
+            Rw<klock::RawRwSemWith<{ klock::rwsem::STEAL }, { klock::rwsem::OFF }>, Timed, Downgrade>,
+            "rwsem-steal",
+            "klock rw-semaphore, readers steal a free lock instead of spinning (mainline's design)"
+        ),
+        klock!(
             Mx<klock::RawRtMutexWith<{ klock::rtmutex::RT_SPIN }>, Timed>,
             "rtmutex",
             "klock::RtMutex: priority-inheritance futex mutex, top-waiter spinning, non-RT waiters wait in userspace"
