@@ -732,8 +732,9 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     }
 
     /// Reader lock stealing (`STEAL` mode): take the lock if the count
-    /// shows no writer, no other reader and no hand-off, waiters or not;
-    /// the first reader of the phase grants the readers at the front.
+    /// shows no writer, no other reader and no hand-off, waiters or not
+    /// (checked before and by the adding RMW); then, as the first reader
+    /// of the phase, grant the readers at the front.
     #[inline(never)]
     fn steal_read(&self, me: usize) -> bool {
         let c = self.count.load(Relaxed);
@@ -748,9 +749,10 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             return false;
         }
         // Acquire pairs with the Release of the last write unlock (as
-        // try_read_unqueued).
+        // try_read_unqueued). A reader that got in since the load started
+        // a read phase: back out of it too.
         let old = self.count.fetch_add(READER_BIAS, Acquire);
-        if old & blocked != 0 {
+        if old & blocked != 0 || readers_of(old) != 0 {
             self.read_back_out();
             return false;
         }
@@ -758,7 +760,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         events::inc(Event::RwsemRlockSteal);
         #[cfg(loom)]
         Probe::hit(&self.probe.steals);
-        if readers_of(old) == 0 && old & WAITERS != 0 {
+        if old & WAITERS != 0 {
             self.wait_lock.lock();
             // SAFETY: we hold wait_lock.
             unsafe { self.wake_front(false) };
