@@ -715,11 +715,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 if self.optimistic_spin(me, Role::Reader, false, deadline) {
                     // Let the readers queued at the front join this phase.
                     if self.count.load(Relaxed) & WAITERS != 0 {
-                        self.wait_lock.lock();
-                        // SAFETY: we hold wait_lock.
-                        unsafe { self.wake_front(false) };
-                        // SAFETY: we hold wait_lock.
-                        unsafe { self.wl_unlock() };
+                        self.grant_front_readers();
                     }
                     return true;
                 }
@@ -729,6 +725,17 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             }
         }
         self.read_sleep(me, saw_rd, deadline)
+    }
+
+    /// A reader that started a read phase (or a writer that downgraded)
+    /// lets the readers queued at the front join it: under `wait_lock`,
+    /// grant them if the front waiter is a reader (never wakes a writer).
+    fn grant_front_readers(&self) {
+        self.wait_lock.lock();
+        // SAFETY: we hold wait_lock.
+        unsafe { self.wake_front(false) };
+        // SAFETY: we hold wait_lock.
+        unsafe { self.wl_unlock() };
     }
 
     /// Reader lock stealing (`STEAL` mode): take the lock if the count
@@ -761,11 +768,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         #[cfg(loom)]
         Probe::hit(&self.probe.steals);
         if old & WAITERS != 0 {
-            self.wait_lock.lock();
-            // SAFETY: we hold wait_lock.
-            unsafe { self.wake_front(false) };
-            // SAFETY: we hold wait_lock.
-            unsafe { self.wl_unlock() };
+            self.grant_front_readers();
         }
         true
     }
@@ -1087,11 +1090,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         #[cfg(loom)]
         Probe::hit(&self.probe.downgrades);
         if old & WAITERS != 0 {
-            self.wait_lock.lock();
-            // SAFETY: we hold wait_lock.
-            unsafe { self.wake_front(false) };
-            // SAFETY: we hold wait_lock.
-            unsafe { self.wl_unlock() };
+            self.grant_front_readers();
         }
         ReadGuard::new()
     }
