@@ -89,8 +89,10 @@
 //! read probe      (r, 0, F)        -> (r+1, 0, F)        fetch_add, acquire (spinners, phase join,
 //!                                                        empty list); fails on WRITER_LOCKED|HANDOFF
 //! read steal      (0, 0, F-HANDOFF) -> (1, 0, F)         STEAL mode: a probe tried only when the
-//!                                                        count showed no readers; if W, grant
-//!                                                        the front readers (under wait_lock)
+//!                                                        count showed no readers; fails (backs
+//!                                                        out) on WRITER_LOCKED|HANDOFF|READ_FAILED
+//!                                                        or other readers; if W, grant the
+//!                                                        front readers (under wait_lock)
 //! read grant      (r, 0, F)        -> (r+n, 0, F-HANDOFF[-W if list empties])
 //!                                                        CAS under wait_lock, acquire, for n queued readers
 //! read unlock     (r, 0, F)        -> (r-1, 0, F)        fetch_sub, release; (0,0,W..): wake front
@@ -492,11 +494,11 @@ pub mod broken {
     /// first and grants them afterwards (wakes them to a free lock): a
     /// barging writer can take it in between.
     pub const WAKE_WITHOUT_GRANT: u8 = 4;
-    /// A stealing reader (`STEAL` mode) ignores `HANDOFF`.
-    pub const STEAL_IGNORES_HANDOFF: u8 = 6;
     /// A write unlock never grants readers queued behind a writer at the
     /// front, however long they waited.
     pub const NO_READER_BOUND: u8 = 5;
+    /// A stealing reader (`STEAL` mode) ignores `HANDOFF`.
+    pub const STEAL_IGNORES_HANDOFF: u8 = 6;
 }
 
 impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, ADAPTIVE, W> {
@@ -668,14 +670,22 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// `WAITERS`, fails on a writer or a hand-off.
     #[inline]
     fn try_read_unqueued(&self, me: usize) -> bool {
+        self.try_read_if(me, |old| old & (WRITER_LOCKED | HANDOFF | READ_FAILED) == 0)
+            .is_some()
+    }
+
+    /// Add a reader and keep it if `ok(count before the add)`, else back
+    /// out. Returns that earlier count on success.
+    #[inline(always)]
+    fn try_read_if(&self, me: usize, ok: impl FnOnce(u64) -> bool) -> Option<u64> {
         // Acquire pairs with the Release of the last write unlock.
         let old = self.count.fetch_add(READER_BIAS, Acquire);
-        if old & (WRITER_LOCKED | HANDOFF | READ_FAILED) == 0 {
+        if ok(old) {
             self.set_reader_owned(me);
-            true
+            Some(old)
         } else {
             self.read_back_out();
-            false
+            None
         }
     }
 
@@ -739,9 +749,9 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     }
 
     /// Reader lock stealing (`STEAL` mode): take the lock if the count
-    /// shows no writer, no other reader and no hand-off, waiters or not
-    /// (checked before and by the adding RMW); then, as the first reader
-    /// of the phase, grant the readers at the front.
+    /// shows no writer, no other reader and no hand-off, waiters or not;
+    /// then, as the first reader of the phase, grant the readers at the
+    /// front.
     #[inline(never)]
     fn steal_read(&self, me: usize) -> bool {
         let c = self.count.load(Relaxed);
@@ -751,19 +761,16 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             WRITER_LOCKED | HANDOFF | READ_FAILED
         };
         // Not into a read phase: a stream of stealing readers could then
-        // starve a queued writer forever.
-        if c & blocked != 0 || readers_of(c) != 0 {
+        // starve a queued writer forever. Checked before the add (no RMW
+        // on a lock we would not take) and on the add's result (a reader
+        // that got in since the load started a read phase).
+        let free = |c: u64| c & blocked == 0 && readers_of(c) == 0;
+        if !free(c) {
             return false;
         }
-        // Acquire pairs with the Release of the last write unlock (as
-        // try_read_unqueued). A reader that got in since the load started
-        // a read phase: back out of it too.
-        let old = self.count.fetch_add(READER_BIAS, Acquire);
-        if old & blocked != 0 || readers_of(old) != 0 {
-            self.read_back_out();
+        let Some(old) = self.try_read_if(me, free) else {
             return false;
-        }
-        self.set_reader_owned(me);
+        };
         events::inc(Event::RwsemRlockSteal);
         #[cfg(loom)]
         Probe::hit(&self.probe.steals);
@@ -1845,9 +1852,9 @@ fn park(w: &Waiter, gate: Option<&AtomicU32>, deadline: Option<u64>) -> bool {
     loop {
         // The gate before the state: if the state below still says
         // parked, our grant's bump comes later and changes the gate from
-        // `g` (Acquire pairs with the bump's Release: having seen a bump,
-        // we see the marks made before it).
-        let g = gate.map(|g| g.load(Acquire));
+        // the value read here (Acquire pairs with the bump's Release:
+        // having seen a bump, we see the marks made before it).
+        let gate_now = gate.map(|g| (g, g.load(Acquire)));
         // Acquire pairs with the waker's Release swap.
         if w.state.load(Acquire) != W_PARKED {
             return true;
@@ -1868,9 +1875,9 @@ fn park(w: &Waiter, gate: Option<&AtomicU32>, deadline: Option<u64>) -> bool {
             continue;
         }
         // Spurious returns are fine: we re-check the state.
-        match (gate, g) {
-            (Some(gate), Some(g)) => sys::futex_wait(gate, g, timeout),
-            _ => sys::futex_wait(&w.state, W_PARKED, timeout),
+        match gate_now {
+            Some((word, seen)) => sys::futex_wait(word, seen, timeout),
+            None => sys::futex_wait(&w.state, W_PARKED, timeout),
         };
     }
 }
