@@ -122,6 +122,30 @@ lock_events! {
         /// No MCS node free (nesting too deep, or the thread has no slot):
         /// fell back to spinning on trylock.
         LockNoNode = "lock_no_node",
+        /// Paravirt: a newcomer took a free lock past a queue whose head was
+        /// not holding the pending bit (hybrid unfair mode).
+        PvLockStealing = "pv_lock_stealing",
+        /// Paravirt: a queued waiter stopped spinning on its node and slept.
+        PvWaitNode = "pv_wait_node",
+        /// Paravirt: ... of those, early, because its predecessor was asleep
+        /// or (oracle) not running.
+        PvWaitEarly = "pv_wait_early",
+        /// Paravirt: the queue head stopped spinning and slept on the lock word.
+        PvWaitHead = "pv_wait_head",
+        /// Paravirt: the queue head could not sleep (the owner took the lock
+        /// on the fast path and unlocks with a plain store) and yielded.
+        PvWaitYield = "pv_wait_yield",
+        /// Paravirt: a pending waiter's bounded wait ran out; it queued.
+        PvPendingTimeout = "pv_pending_timeout",
+        /// Paravirt: the head reserved the lock with the pending bit (it
+        /// had waited past the fairness bound), blocking steals.
+        PvHeadReserve = "pv_head_reserve",
+        /// Paravirt: an unlock found the head asleep and woke it.
+        PvKickUnlock = "pv_kick_unlock",
+        /// Paravirt: passing the MCS baton woke a sleeping successor.
+        PvKickWake = "pv_kick_wake",
+        /// Paravirt: a sleeper woke without its condition being met.
+        PvSpuriousWakeup = "pv_spurious_wakeup",
     }
 
     /// The optimistic-spinning mutex ([`crate::mutex`]).
@@ -421,7 +445,17 @@ mod tests {
                 "lock_use_node2",
                 "lock_use_node3",
                 "lock_use_node4",
-                "lock_no_node"
+                "lock_no_node",
+                "pv_lock_stealing",
+                "pv_wait_node",
+                "pv_wait_early",
+                "pv_wait_head",
+                "pv_wait_yield",
+                "pv_pending_timeout",
+                "pv_head_reserve",
+                "pv_kick_unlock",
+                "pv_kick_wake",
+                "pv_spurious_wakeup"
             ]
         );
         assert_eq!(LockType::QSpinLock.name(), "qspinlock");

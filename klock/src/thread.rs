@@ -36,6 +36,10 @@ pub struct QNode {
     pub next: AtomicPtr<QNode>,
     /// Predecessor (OSQ unqueue needs it), or null.
     pub prev: AtomicPtr<QNode>,
+    /// Paravirt qspinlock only: whether the waiter on this node spins
+    /// (`0`, running) or sleeps on this word with a futex (halted); see
+    /// [`crate::qspinlock`].
+    pub state: AtomicU32,
 }
 
 impl QNode {
@@ -44,6 +48,7 @@ impl QNode {
             locked: AtomicU32::new(0),
             next: AtomicPtr::new(core::ptr::null_mut()),
             prev: AtomicPtr::new(core::ptr::null_mut()),
+            state: AtomicU32::new(0),
         }
     }
 }

@@ -1,6 +1,7 @@
-//! Loom model of the qspinlock: mutual exclusion through the fast path, the
-//! pending path, the MCS queue, the (n,0,0) race and the no-node fallback —
-//! and proof that the same model fails on a broken lock.
+//! Loom model of the qspinlock's native slow path: mutual exclusion through
+//! the fast path, the pending path, the MCS queue, the (n,0,0) race and the
+//! no-node fallback — and proof that the same model fails on a broken lock.
+//! (The paravirt slow path has its own models: `loom_qspinlock_pv.rs`.)
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
@@ -43,7 +44,7 @@ trait ModelLock: Send + Sync + 'static {
     fn word_newest(&self) -> u32;
 }
 
-impl<const N: u32> ModelLock for RawQSpinLockWith<N> {
+impl<const N: u32> ModelLock for RawQSpinLockWith<N, false> {
     fn create() -> Self {
         Self::new()
     }
@@ -218,7 +219,7 @@ fn expect_model_failure(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
 /// Fast path against the pending path.
 #[test]
 fn two_threads() {
-    let cov = model::<RawQSpinLockWith<PL>>(&[part(1), part(1)]);
+    let cov = model::<RawQSpinLockWith<PL, false>>(&[part(1), part(1)]);
     assert!(cov.pending_taken.load(Relaxed) > 0);
 }
 
@@ -234,7 +235,7 @@ fn two_threads_two_rounds_default_pending_loops() {
 /// (n,0,0) -> (0,0,1) CAS).
 #[test]
 fn three_threads_pending_and_queue() {
-    let cov = model::<RawQSpinLockWith<PL>>(&[part(1), part(1), part(1)]);
+    let cov = model::<RawQSpinLockWith<PL, false>>(&[part(1), part(1), part(1)]);
     assert!(cov.pending_taken.load(Relaxed) > 0);
 }
 
@@ -242,7 +243,7 @@ fn three_threads_pending_and_queue() {
 /// link and the baton hand-off.
 #[test]
 fn three_threads_queue_and_handoff() {
-    let cov = model::<RawQSpinLockWith<PL>>(&[part(2), part(1), part(1)]);
+    let cov = model::<RawQSpinLockWith<PL, false>>(&[part(2), part(1), part(1)]);
     for (what, n) in [
         ("queued behind a predecessor", &cov.queued_behind),
         ("MCS baton hand-off", &cov.handoffs),
@@ -255,7 +256,7 @@ fn three_threads_queue_and_handoff() {
 /// and a second queued thread, all at once.
 #[test]
 fn four_threads() {
-    let cov = model::<RawQSpinLockWith<PL>>(&[part(1), part(1), part(1), part(1)]);
+    let cov = model::<RawQSpinLockWith<PL, false>>(&[part(1), part(1), part(1), part(1)]);
     assert!(cov.handoffs.load(Relaxed) > 0);
 }
 
@@ -356,7 +357,7 @@ fn n00_race_model<L: ModelLock>() -> std::sync::Arc<Coverage> {
 
 #[test]
 fn n00_race() {
-    let cov = n00_race_model::<RawQSpinLockWith<PL>>();
+    let cov = n00_race_model::<RawQSpinLockWith<PL, false>>();
     for (what, n) in [
         ("pending set on (n,0,0)", &cov.pender_hit_unlocked_queue),
         (
@@ -377,7 +378,7 @@ fn no_node_fallback() {
         acquisitions: 1,
         no_node: true,
     };
-    let cov = model::<RawQSpinLockWith<PL>>(&[part(1), part(1), no_node]);
+    let cov = model::<RawQSpinLockWith<PL, false>>(&[part(1), part(1), no_node]);
     assert!(cov.no_node.load(Relaxed) > 0);
 }
 

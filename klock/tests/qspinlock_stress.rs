@@ -1,6 +1,8 @@
-//! qspinlock under real threads: exact counts under contention, the
-//! no-node fallback, nested MCS nodes (including from a signal handler) and
-//! FIFO queue order.
+//! qspinlock under real threads: exact counts under contention (the
+//! default, paravirt `SpinLock`), and — on the native slow path, whose
+//! states these tests stage deterministically — the no-node fallback,
+//! nested MCS nodes (including from a signal handler) and FIFO queue order.
+//! The paravirt path's own tests are in `qspinlock_pv.rs`.
 //!
 //! Event counters are process-wide and this file's tests run in parallel,
 //! so event checks compare before/after with `>=`, and nothing here resets
@@ -9,7 +11,10 @@
 
 use klock::events::{self, Event};
 use klock::qspinlock::{decode_tail, LOCKED, PENDING, TAIL_MASK};
-use klock::{RawQSpinLock, SpinLock};
+// The staged tests below need the native protocol: a pending waiter that
+// waits for the owner however long it holds, and queued waiters that spin.
+use klock::qspinlock::RawQSpinLockNative as RawQSpinLock;
+use klock::SpinLock;
 use std::sync::atomic::{
     AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,
 };

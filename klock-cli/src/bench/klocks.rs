@@ -3,10 +3,13 @@
 use super::peers::{BenchLock, RawM, RawRw};
 use klock::events::{snapshot, LockType};
 
-/// `klock::RawQSpinLockWith<PENDING_LOOPS>` (the queued spinlock).
-pub struct QSpin<const PENDING_LOOPS: u32>(RawM<klock::RawQSpinLockWith<PENDING_LOOPS>>);
+/// `klock::RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>` (the queued
+/// spinlock; paravirt slow path by default).
+pub struct QSpin<const PENDING_LOOPS: u32, const PARAVIRT: bool = true>(
+    RawM<klock::RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>>,
+);
 
-impl<const PL: u32> BenchLock for QSpin<PL> {
+impl<const PL: u32, const PV: bool> BenchLock for QSpin<PL, PV> {
     /// Never sleeps: a pure spinlock.
     const SLEEPS: bool = false;
 
@@ -24,7 +27,7 @@ impl<const PL: u32> BenchLock for QSpin<PL> {
 
 use super::peers::TryBench;
 
-impl<const PL: u32> TryBench for QSpin<PL> {
+impl<const PL: u32, const PV: bool> TryBench for QSpin<PL, PV> {
     #[inline]
     fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
         self.0.try_write(f)
@@ -62,8 +65,8 @@ impl TryBench for QRw {
     }
 }
 
-/// The queued spinlock with the portable 32-bit RMW unlock instead of the
-/// x86-64 byte store: shows what the per-arch unlock saves (DESIGN §3).
+/// The (paravirt) queued spinlock with the portable 32-bit RMW unlock
+/// instead of the x86-64 byte store: shows what the per-arch unlock saves.
 pub struct QSpinRmw(klock::RawQSpinLock);
 
 impl BenchLock for QSpinRmw {

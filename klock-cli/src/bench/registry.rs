@@ -73,25 +73,33 @@ pub fn all() -> Vec<LockEntry> {
             QSpin<{ klock::qspinlock::DEFAULT_PENDING_LOOPS }>,
             "qspinlock",
             "klock-qspinlock",
-            "pending-loops=512",
+            "paravirt,pending-loops=512",
             false,
-            "klock::SpinLock: queued spinlock, pending bit, bounded pending wait (kernel default)"
+            "klock::SpinLock: queued spinlock, pending bit; paravirt slow path: waiters spin while it pays, then sleep; steals while the queue head sleeps"
         ),
         entry!(
-            QSpin<0>,
+            QSpin<{ klock::qspinlock::DEFAULT_PENDING_LOOPS }, false>,
+            "qspinlock-native",
+            "klock-qspinlock",
+            "native,pending-loops=512",
+            false,
+            "klock qspinlock with the kernel's native slow path: pure spinning, strict FIFO (the 2018 mail's 'before' column)"
+        ),
+        entry!(
+            QSpin<0, false>,
             "qspinlock-pl0",
             "klock-qspinlock",
-            "pending-loops=0",
+            "native,pending-loops=0",
             false,
-            "klock qspinlock without the pending->locked wait (the seed's 'patched' column)"
+            "klock native qspinlock without the pending->locked wait (the 2018 mail's 'patched' column)"
         ),
         entry!(
             QSpinRmw,
             "qspinlock-rmw",
             "klock-qspinlock",
-            "pending-loops=512,unlock=rmw",
+            "paravirt,pending-loops=512,unlock=rmw",
             false,
-            "klock qspinlock with the portable 32-bit RMW unlock instead of the x86-64 byte store"
+            "klock::SpinLock with the portable 32-bit RMW unlock instead of the x86-64 byte store"
         ),
         entry!(
             KMutex<{ klock::mutex::OWNER_SPIN }>,

@@ -98,6 +98,7 @@ pub const SUITES: &[Suite] = &[
         title: "spinlock stress test (2018 qspinlock mail): locking rate, tiny critical section",
         default_locks: &[
             "qspinlock",
+            "qspinlock-native",
             "qspinlock-pl0",
             "qspinlock-rmw",
             "mutex",

@@ -71,12 +71,17 @@ pub fn all() -> Vec<TortureType> {
         klock!(
             Mx<klock::RawQSpinLock>,
             "qspinlock",
-            "klock::SpinLock: queued spinlock (pending wait 512)"
+            "klock::SpinLock: queued spinlock (pending wait 512), paravirt slow path (spin, then sleep)"
         ),
         klock!(
-            Mx<klock::RawQSpinLockWith<0>>,
+            Mx<klock::qspinlock::RawQSpinLockNative>,
+            "qspinlock-native",
+            "klock queued spinlock, the kernel's native slow path (pure spinning)"
+        ),
+        klock!(
+            Mx<klock::RawQSpinLockWith<0, false>>,
             "qspinlock-pl0",
-            "klock queued spinlock without the pending->locked wait"
+            "klock native queued spinlock without the pending->locked wait"
         ),
         klock!(
             Mx<klock::RawMutexWith<OWNER_SPIN>, Timed>,

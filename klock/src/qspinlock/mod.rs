@@ -93,6 +93,9 @@
 //! threads ≤ CPUs and critical sections are short; otherwise use a
 //! sleeping lock.
 
+mod pv;
+pub use pv::{pv_tuning, set_pv_tuning, PvTuning};
+
 use crate::events::{self, Event};
 use crate::spin::cpu_relax;
 use crate::sync::Ordering::{self, AcqRel, Acquire, Relaxed, Release};
@@ -106,8 +109,22 @@ pub const LOCKED_OFFSET: u32 = 0;
 pub const LOCKED_BITS: u32 = 8;
 /// Locked byte mask (bits 0–7).
 pub const LOCKED_MASK: u32 = ((1 << LOCKED_BITS) - 1) << LOCKED_OFFSET;
-/// Locked byte value of a held lock.
+/// Locked byte value of a held lock. In the paravirt lock: held by an
+/// owner that took it on the fast path, whose unlock is a plain store that
+/// looks at nothing, so no waiter may sleep on it.
 pub const LOCKED: u32 = 1 << LOCKED_OFFSET;
+/// Paravirt: a locked-byte bit saying the owner will unlock with a
+/// read-modify-write that looks for a sleeping queue head.
+pub const PV_UNLOCK: u32 = 1 << (LOCKED_OFFSET + 1);
+/// Paravirt: locked-byte value of a lock taken on a slow path (steal,
+/// pending, queue). Waiters may sleep on it.
+pub const LOCKED_PV: u32 = LOCKED | PV_UNLOCK;
+/// Paravirt: a locked-byte bit set by the queue head before it sleeps on
+/// the lock word; the unlock that clears it wakes the head.
+pub const HEAD_ASLEEP: u32 = 1 << (LOCKED_OFFSET + 2);
+/// Paravirt: locked-byte value of a lock whose queue head sleeps (the
+/// kernel's "slow value").
+pub const SLOW: u32 = LOCKED_PV | HEAD_ASLEEP;
 
 /// Pending byte: bit offset.
 pub const PENDING_OFFSET: u32 = 8;
@@ -142,6 +159,8 @@ pub const DEFAULT_PENDING_LOOPS: u32 = 512;
 /// `(*,1,0) + PENDING_TO_LOCKED == (*,0,1)`: clear_pending_set_locked as one
 /// 32-bit add (wrapping: it subtracts `PENDING` and adds `LOCKED`).
 const PENDING_TO_LOCKED: u32 = LOCKED.wrapping_sub(PENDING);
+/// The paravirt form: `(*,1,0) + PENDING_TO_LOCKED_PV == (*,0,LOCKED_PV)`.
+const PENDING_TO_LOCKED_PV: u32 = LOCKED_PV.wrapping_sub(PENDING);
 
 const _: () = {
     assert!(MCS_NODES <= 1 << TAIL_LEVEL_BITS);
@@ -160,6 +179,20 @@ const RELAXED_HANDOFF: u8 = 1;
 /// Broken: a pending-setter that raced with a queue undoes its pending bit
 /// and spins on trylock instead of queueing (the forbidden step-4 variant).
 const UNDO_PENDING_RETRY: u8 = 2;
+/// Broken (paravirt): the unlock clears the locked byte without looking for
+/// a sleeping head, so nobody wakes it (a lost wake-up).
+const BLIND_UNLOCK: u8 = 3;
+/// Broken (paravirt): passing the MCS baton reads the successor's state
+/// *before* storing the baton, so a successor that halts in between is
+/// never woken (a lost wake-up).
+const KICK_BEFORE_BATON: u8 = 4;
+/// Broken (paravirt): a newcomer steals a free lock even while the queue
+/// head or a pending waiter holds the pending bit (it overtakes a reserved
+/// hand-over).
+const STEAL_IGNORES_PENDING: u8 = 5;
+/// Broken (paravirt): the queue head sleeps on an owner that took the lock
+/// on the fast path, whose plain-store unlock will not wake it.
+const SLEEP_ON_PLAIN_OWNER: u8 = 6;
 
 /// The tail value for MCS node `level` of thread `index`.
 #[inline(always)]
@@ -278,11 +311,14 @@ impl Spin {
     }
 }
 
-/// Queued spinlock with a tunable pending hand-over wait (see the
-/// [module docs](self)). 4 bytes. Use it through [`crate::SpinLock`] or
+/// Queued spinlock with a tunable pending hand-over wait and a choice of
+/// slow path (see the [module docs](self)): `PARAVIRT = true` (the
+/// default) spins only while it pays and then sleeps; `false` is the
+/// kernel's native slow path, which spins until it gets the lock. 4 bytes.
+/// Use it through [`crate::SpinLock`] or
 /// `lock_api::Mutex<RawQSpinLockWith<N>, T>`.
 #[cfg_attr(not(loom), repr(transparent))]
-pub struct RawQSpinLockWith<const PENDING_LOOPS: u32> {
+pub struct RawQSpinLockWith<const PENDING_LOOPS: u32, const PARAVIRT: bool = true> {
     word: AtomicU32,
     /// Loom only: which rare paths an execution went through, so the model
     /// tests can prove they reached them.
@@ -290,10 +326,16 @@ pub struct RawQSpinLockWith<const PENDING_LOOPS: u32> {
     probe: Probe,
 }
 
-/// The queued spinlock with the kernel's pending wait (512 re-reads).
+/// The queued spinlock with the kernel's pending wait (512 re-reads) and
+/// the paravirt slow path: [`crate::SpinLock`].
 pub type RawQSpinLock = RawQSpinLockWith<DEFAULT_PENDING_LOOPS>;
 
-impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
+/// The queued spinlock with the kernel's native slow path (pure spinning,
+/// strict FIFO): for threads ≤ CPUs, and for the 2018 pending-bit
+/// experiment exactly as the kernel runs it.
+pub type RawQSpinLockNative = RawQSpinLockWith<DEFAULT_PENDING_LOOPS, false>;
+
+impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LOOPS, PARAVIRT> {
     /// An unlocked lock.
     #[cfg(not(loom))]
     pub const fn new() -> Self {
@@ -317,9 +359,14 @@ impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
         self.lock_with::<CORRECT>();
     }
 
-    /// Take the lock if it is free (and nobody is queued); never spins.
+    /// Take the lock if it is free; never spins. The native lock also
+    /// requires that nobody is queued; the paravirt one takes a free lock
+    /// past a queue whose head does not hold the pending bit (a steal).
     #[inline]
     pub fn raw_try_lock(&self) -> bool {
+        if PARAVIRT {
+            return self.pv_try_lock();
+        }
         // Read first: a CAS on a contended line would steal it from the
         // owner for nothing.
         self.word.load(Relaxed) == 0
@@ -335,6 +382,22 @@ impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
     /// ownership over (the guard is `Send`).
     #[inline]
     pub unsafe fn raw_unlock(&self) {
+        self.unlock_with::<CORRECT>()
+    }
+
+    #[inline(always)]
+    unsafe fn unlock_with<const MODE: u8>(&self) {
+        // Paravirt: only an owner that took the lock on the fast path holds
+        // plain LOCKED, and nobody else changes a plain locked byte
+        // (waiters sleep only on LOCKED_PV), so this load of our own byte
+        // is exact. Any other value needs the unlock that looks for a
+        // sleeping head.
+        if PARAVIRT {
+            let v = self.word.load(Relaxed);
+            if v & LOCKED_MASK != LOCKED {
+                return self.unlock_pv::<MODE>(v);
+            }
+        }
         #[cfg(all(target_arch = "x86_64", not(loom)))]
         {
             debug_assert_eq!(
@@ -363,9 +426,13 @@ impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
             }
         }
         #[cfg(not(all(target_arch = "x86_64", not(loom))))]
-        // SAFETY: forwarded from the caller.
-        unsafe {
-            self.raw_unlock_portable()
+        {
+            // (*,*,LOCKED) -> (*,*,0), one 32-bit RMW. Under loom this
+            // also models the x86 byte store: it clears the byte without
+            // looking at the rest (the paravirt fast-path owner's unlock).
+            // Release pairs with the Acquire of whoever takes the lock next.
+            let old = self.word.fetch_sub(LOCKED, Release);
+            debug_assert_eq!(old & LOCKED_MASK, LOCKED, "unlock of an unlocked qspinlock");
         }
     }
 
@@ -379,6 +446,12 @@ impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
     #[doc(hidden)]
     #[inline]
     pub unsafe fn raw_unlock_portable(&self) {
+        if PARAVIRT {
+            let v = self.word.load(Relaxed);
+            if v & LOCKED_MASK != LOCKED {
+                return self.unlock_pv::<CORRECT>(v);
+            }
+        }
         // (*,*,1) -> (*,*,0). Release pairs with the Acquire of whoever
         // takes the lock next: the fast-path / trylock CAS, the pending
         // waiter's fetch_or or locked-byte wait, or the queue head's wait
@@ -405,8 +478,22 @@ impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
     fn lock_with<const MODE: u8>(&self) {
         // (0,0,0) -> (0,0,1). Acquire pairs with the Release of the
         // previous owner's unlock.
+        if PARAVIRT {
+            // Read first: with a queue of sleepers every acquisition is a
+            // steal on the slow path, and a CAS that fails on a non-zero
+            // word would cost as much as the steal's own CAS. Uncontended,
+            // the load hits our own cache line.
+            let val = self.word.load(Relaxed);
+            if val != 0 {
+                return self.pv_lock_slow::<MODE>(val);
+            }
+        }
         if let Err(val) = self.word.compare_exchange(0, LOCKED, Acquire, Relaxed) {
-            self.lock_slow::<MODE>(val);
+            if PARAVIRT {
+                self.pv_lock_slow::<MODE>(val);
+            } else {
+                self.lock_slow::<MODE>(val);
+            }
         }
     }
 
@@ -686,18 +773,23 @@ impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
     }
 }
 
-impl<const PENDING_LOOPS: u32> Default for RawQSpinLockWith<PENDING_LOOPS> {
+impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> Default
+    for RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>
+{
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const PENDING_LOOPS: u32> core::fmt::Debug for RawQSpinLockWith<PENDING_LOOPS> {
+impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> core::fmt::Debug
+    for RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>
+{
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let w = self.word();
         let (index, level) = decode_tail(w);
         f.debug_struct("RawQSpinLock")
             .field("pending_loops", &PENDING_LOOPS)
+            .field("paravirt", &PARAVIRT)
             .field("tail_thread", &index)
             .field("tail_level", &level)
             .field("pending", &((w & PENDING_MASK) >> PENDING_OFFSET))
@@ -711,7 +803,9 @@ impl<const PENDING_LOOPS: u32> core::fmt::Debug for RawQSpinLockWith<PENDING_LOO
 // Unlock touches only the lock word, so ownership may move between threads
 // (GuardSend).
 #[cfg(not(loom))]
-unsafe impl<const PENDING_LOOPS: u32> lock_api::RawMutex for RawQSpinLockWith<PENDING_LOOPS> {
+unsafe impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> lock_api::RawMutex
+    for RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>
+{
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = Self::new();
     type Guard = lock_api::GuardSend;
@@ -760,6 +854,27 @@ pub struct Probe {
     pub handoffs: std::sync::atomic::AtomicU32,
     /// Used the no-node fallback.
     pub no_node: std::sync::atomic::AtomicU32,
+    /// Paravirt: took a free lock past a queue (a steal).
+    pub steals: std::sync::atomic::AtomicU32,
+    /// Paravirt: became the queue head.
+    pub heads: std::sync::atomic::AtomicU32,
+    /// Paravirt: a queued waiter slept on its node.
+    pub node_sleeps: std::sync::atomic::AtomicU32,
+    /// Paravirt: the queue head slept on the lock word.
+    pub head_sleeps: std::sync::atomic::AtomicU32,
+    /// Paravirt: the queue head yielded behind a fast-path owner.
+    pub head_yields: std::sync::atomic::AtomicU32,
+    /// Paravirt: the queue head reserved the lock with the pending bit.
+    pub head_reserves: std::sync::atomic::AtomicU32,
+    /// Paravirt: a pending waiter's wait ran out and it queued.
+    pub pending_timeouts: std::sync::atomic::AtomicU32,
+    /// Paravirt: an unlock woke the sleeping head.
+    pub kicks_unlock: std::sync::atomic::AtomicU32,
+    /// Paravirt: a baton pass woke a sleeping successor.
+    pub kicks_wake: std::sync::atomic::AtomicU32,
+    /// Paravirt: who holds the pending bit right now (loom tid, 0 = nobody):
+    /// while one thread holds it, no other may take the lock.
+    pub pending_holder: std::sync::atomic::AtomicU32,
 }
 
 #[cfg(loom)]
@@ -767,10 +882,40 @@ impl Probe {
     fn hit(c: &std::sync::atomic::AtomicU32) {
         c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
+
+    /// The calling thread set the pending bit (`how`: 1 pending waiter, 2
+    /// queue head).
+    fn pending_set(&self, how: u32) {
+        let me = thread::current_tid() * 10 + how;
+        let was = self
+            .pending_holder
+            .swap(me, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(was, 0, "two threads hold the pending bit");
+    }
+
+    /// The calling thread cleared (or turned into the lock) its pending bit.
+    fn pending_cleared(&self) {
+        self.pending_holder
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The calling thread just took the lock: nobody else may hold pending
+    /// (a reserved hand-over must not be overtaken).
+    fn acquired(&self, path: &str) {
+        let me = thread::current_tid();
+        let holder = self
+            .pending_holder
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            holder == 0 || holder / 10 == me,
+            "a locker overtook the pending holder's reserved hand-over \
+             ({me} took the lock by {path} while {holder} holds pending)"
+        );
+    }
 }
 
 #[cfg(loom)]
-impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
+impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LOOPS, PARAVIRT> {
     /// Loom only: paths this lock's execution went through.
     #[doc(hidden)]
     pub fn probe(&self) -> &Probe {
@@ -783,6 +928,21 @@ impl<const PENDING_LOOPS: u32> RawQSpinLockWith<PENDING_LOOPS> {
     #[doc(hidden)]
     pub fn raw_lock_after_observing(&self, val: u32) {
         self.lock_slow::<CORRECT>(val);
+    }
+
+    /// Loom only: take the lock as a slow-path owner (locked byte
+    /// `LOCKED_PV`, whose unlock wakes a sleeping head), spinning until the
+    /// lock is free. Lets a model stage a sleeping head without a contended
+    /// prologue.
+    #[doc(hidden)]
+    pub fn raw_lock_as_slow_owner(&self) {
+        while self
+            .word
+            .compare_exchange(0, LOCKED_PV, Acquire, Relaxed)
+            .is_err()
+        {
+            loom::thread::yield_now();
+        }
     }
 
     /// Loom only: the newest value of the word (an RMW that changes
@@ -801,10 +961,10 @@ pub mod broken {
     use super::*;
 
     macro_rules! broken_lock {
-        ($(#[$doc:meta])* $name:ident, $mode:expr) => {
+        ($(#[$doc:meta])* $name:ident, $mode:expr, $pv:expr) => {
             $(#[$doc])*
             #[derive(Debug, Default)]
-            pub struct $name<const PENDING_LOOPS: u32>(pub RawQSpinLockWith<PENDING_LOOPS>);
+            pub struct $name<const PENDING_LOOPS: u32>(pub RawQSpinLockWith<PENDING_LOOPS, $pv>);
 
             impl<const PENDING_LOOPS: u32> $name<PENDING_LOOPS> {
                 pub fn new() -> Self {
@@ -814,29 +974,65 @@ pub mod broken {
                     self.0.lock_with::<{ $mode }>();
                 }
                 pub fn raw_lock_after_observing(&self, val: u32) {
-                    self.0.lock_slow::<{ $mode }>(val);
+                    if $pv {
+                        self.0.pv_lock_slow::<{ $mode }>(val);
+                    } else {
+                        self.0.lock_slow::<{ $mode }>(val);
+                    }
                 }
                 /// # Safety
                 /// As [`RawQSpinLockWith::raw_unlock`].
                 pub unsafe fn raw_unlock(&self) {
-                    unsafe { self.0.raw_unlock() }
+                    unsafe { self.0.unlock_with::<{ $mode }>() }
                 }
             }
         };
     }
 
     broken_lock!(
-        /// The MCS baton passed with `Relaxed` store and load: the new queue
-        /// head can read a stale (n,0,0) from before its predecessor's
-        /// set_locked and enter the critical section beside it.
+        /// Native: the MCS baton passed with `Relaxed` store and load: the
+        /// new queue head can read a stale (n,0,0) from before its
+        /// predecessor's set_locked and enter the critical section beside it.
         RelaxedHandoff,
-        RELAXED_HANDOFF
+        RELAXED_HANDOFF,
+        false
     );
     broken_lock!(
-        /// Step 4 done wrong: undo pending and spin on trylock instead of
-        /// queueing. A liveness bug (head and spinner wait for each other).
+        /// Native, step 4 done wrong: undo pending and spin on trylock
+        /// instead of queueing. A liveness bug (head and spinner wait for
+        /// each other).
         UndoPendingRetry,
-        UNDO_PENDING_RETRY
+        UNDO_PENDING_RETRY,
+        false
+    );
+    broken_lock!(
+        /// Paravirt: the unlock clears the locked byte without looking for a
+        /// sleeping head (the head sleeps forever).
+        BlindUnlock,
+        BLIND_UNLOCK,
+        true
+    );
+    broken_lock!(
+        /// Paravirt: the baton pass reads the successor's state before
+        /// storing the baton (a successor that halts in between sleeps
+        /// forever).
+        KickBeforeBaton,
+        KICK_BEFORE_BATON,
+        true
+    );
+    broken_lock!(
+        /// Paravirt: newcomers steal even while someone holds the pending
+        /// bit (a reserved hand-over is overtaken).
+        StealIgnoresPending,
+        STEAL_IGNORES_PENDING,
+        true
+    );
+    broken_lock!(
+        /// Paravirt: the queue head sleeps on a fast-path owner, whose
+        /// plain-store unlock does not wake it.
+        SleepOnPlainOwner,
+        SLEEP_ON_PLAIN_OWNER,
+        true
     );
 }
 

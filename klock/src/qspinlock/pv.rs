@@ -1,0 +1,796 @@
+//! The paravirt slow path: the queued spinlock for threads that can be
+//! preempted (see the [module docs](super), "Paravirt").
+//!
+//! A waiter spins only while spinning pays, then sleeps on a futex: a
+//! queued waiter on its own node's `state` word, the queue head on the lock
+//! word. Who wakes whom:
+//!
+//! * the thread that passes the MCS baton wakes its successor if the
+//!   successor sleeps on its node (`pv_kick_wake`);
+//! * the unlock wakes the head if the head sleeps on the lock word: the
+//!   head marks the locked byte [`HEAD_ASLEEP`] first, so the unlock's
+//!   read-modify-write sees it (`pv_kick_unlock`). The kernel hashes
+//!   lock → node to find the head; here the head sleeps on the lock word
+//!   itself, so the futex address *is* the lookup.
+//!
+//! While the head is not holding the pending bit, a newcomer may take a
+//! free lock past the queue (hybrid unfair mode, `pv_lock_stealing`): a
+//! queue head that sleeps or was preempted does not keep the lock idle.
+//! The head blocks steals by holding pending once it has waited past the
+//! fairness bound ([`PvTuning::reserve_ns`]), so an awake head is never
+//! overtaken for longer than that.
+
+use super::*;
+use crate::sync::Ordering::SeqCst;
+
+/// Monotonic ns for the budgets. Under loom, a clock outside the model
+/// that advances 1 µs per reading: budgets still run out after a few
+/// readings, but reading the clock is no modelled operation (the crate's
+/// loom clock is a shared modelled atomic, whose every reading the model
+/// checker would interleave with every other thread's).
+#[cfg(not(loom))]
+use crate::sys::monotonic_ns;
+
+#[cfg(loom)]
+fn monotonic_ns() -> u64 {
+    std::thread_local! {
+        static NOW: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+    }
+    NOW.with(|n| {
+        n.set(n.get() + 1_000);
+        n.get()
+    })
+}
+
+/// [`QNode::state`]: the waiter spins.
+const RUNNING: u32 = 0;
+/// [`QNode::state`]: the waiter sleeps on the word (futex) and must be
+/// woken by whoever passes it the MCS baton.
+const HALTED: u32 = 1;
+
+/// Pause iterations between two steal attempts, at most (the attempts
+/// back off exponentially so a spinning newcomer does not keep pulling the
+/// owner's cache line away).
+const MAX_STEAL_BACKOFF: u32 = 64;
+
+#[cfg(not(loom))]
+/// Yields behind a fast-path owner before short sleeps instead (a yield
+/// does not let a lower-priority owner run on a real-time waiter's CPU).
+const YIELDS_BEFORE_SLEEP: u32 = 16;
+
+/// Time budgets of the paravirt slow path, in ns. Process-global; see
+/// [`set_pv_tuning`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PvTuning {
+    /// How long a newcomer tries to steal the lock (with backoff) before it
+    /// takes the pending bit or queues.
+    pub steal_ns: u64,
+    /// How long a pending waiter, a queued waiter or the queue head spins
+    /// before it sleeps (a queued waiter stops earlier when its predecessor
+    /// sleeps or, per the owner-running oracle, is not running).
+    pub spin_ns: u64,
+    /// How long the queue head lets newcomers steal before it holds the
+    /// pending bit while it spins, which blocks steals (the fairness bound).
+    /// `0` is the kernel's rule: the head always holds pending while it
+    /// spins.
+    pub reserve_ns: u64,
+}
+
+static STEAL_NS: AtomicU64Std = AtomicU64Std::new(u64::MAX);
+static SPIN_NS: AtomicU64Std = AtomicU64Std::new(u64::MAX);
+static RESERVE_NS: AtomicU64Std = AtomicU64Std::new(u64::MAX);
+
+type AtomicU64Std = std::sync::atomic::AtomicU64;
+
+/// The default fairness bound: about a scheduler tick's worth of steals.
+/// (Under loom, where the clock advances 1 µs per reading, a few readings,
+/// so that models reach the reserving head.)
+pub const DEFAULT_RESERVE_NS: u64 = if cfg!(loom) { 3_000 } else { 1_000_000 };
+
+#[inline]
+fn steal_ns() -> u64 {
+    match STEAL_NS.load(std::sync::atomic::Ordering::Relaxed) {
+        u64::MAX => crate::oncpu::base_spin_ns(),
+        v => v,
+    }
+}
+
+#[inline]
+fn spin_ns() -> u64 {
+    match SPIN_NS.load(std::sync::atomic::Ordering::Relaxed) {
+        u64::MAX => crate::oncpu::base_spin_ns(),
+        v => v,
+    }
+}
+
+/// The paravirt slow path's budgets now in force. Defaults: `steal_ns` and
+/// `spin_ns` = the calibrated spin budget
+/// ([`crate::oncpu::base_spin_ns`], half a futex round trip: spinning
+/// longer than a sleep and a wake-up take cannot win much), `reserve_ns` =
+/// [`DEFAULT_RESERVE_NS`].
+pub fn pv_tuning() -> PvTuning {
+    let get = |a: &AtomicU64Std, default: fn() -> u64| match a
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        u64::MAX => default(),
+        v => v,
+    };
+    PvTuning {
+        steal_ns: get(&STEAL_NS, crate::oncpu::base_spin_ns),
+        spin_ns: get(&SPIN_NS, crate::oncpu::base_spin_ns),
+        reserve_ns: get(&RESERVE_NS, || DEFAULT_RESERVE_NS),
+    }
+}
+
+/// Set the paravirt slow path's budgets for every paravirt qspinlock in
+/// the process (and the locks built on it). For experiments; the defaults
+/// are calibrated at start-up.
+pub fn set_pv_tuning(t: PvTuning) {
+    use std::sync::atomic::Ordering::Relaxed;
+    STEAL_NS.store(t.steal_ns.min(u64::MAX - 1), Relaxed);
+    SPIN_NS.store(t.spin_ns.min(u64::MAX - 1), Relaxed);
+    RESERVE_NS.store(t.reserve_ns.min(u64::MAX - 1), Relaxed);
+}
+
+/// A time budget read every [`crate::spin::CLOCK_EVERY`] iterations. The
+/// clock is first read at the first check, not at creation: a wait that
+/// ends at once (the common case) reads no clock.
+struct Budget {
+    ns: u64,
+    deadline: u64,
+    n: u32,
+}
+
+impl Budget {
+    #[inline(always)]
+    fn new(ns: u64) -> Self {
+        Budget {
+            ns,
+            deadline: 0,
+            n: 0,
+        }
+    }
+
+    /// Whether this iteration is one that reads the clock (and may ask the
+    /// oracle).
+    #[inline(always)]
+    fn due(&mut self) -> bool {
+        self.n = self.n.wrapping_add(1);
+        crate::spin::clock_due(self.n)
+    }
+
+    #[inline(always)]
+    fn spent(&mut self) -> bool {
+        let now = monotonic_ns();
+        if self.deadline == 0 {
+            self.deadline = now.saturating_add(self.ns);
+        }
+        now >= self.deadline
+    }
+}
+
+/// The futex key of `word`: its address.
+#[inline(always)]
+fn futex_key(word: &AtomicU32) -> usize {
+    word as *const AtomicU32 as usize
+}
+
+/// Sleep while `*word == val` (FUTEX_WAIT; may return spuriously).
+#[cfg(not(loom))]
+#[inline]
+fn pv_wait(word: &AtomicU32, val: u32) {
+    crate::sys::futex_wait(word, val, None);
+}
+
+/// Wake one sleeper on the futex at `addr` (the address only: the word may
+/// be gone by now, see [`crate::sys::futex_wake_addr`]).
+#[cfg(not(loom))]
+#[inline]
+fn pv_kick(addr: usize) {
+    crate::sys::futex_wake_addr(addr, 1);
+}
+
+/// Give the CPU away while a fast-path owner holds the lock.
+#[cfg(not(loom))]
+fn pv_yield(round: u32) {
+    if round < YIELDS_BEFORE_SLEEP {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
+}
+
+#[cfg(loom)]
+fn pv_yield(_round: u32) {
+    loom::thread::yield_now();
+}
+
+#[cfg(loom)]
+use loom_futex::{pv_kick, pv_wait};
+
+/// Under loom: a futex whose waiter stays asleep until a wake-up for its
+/// address arrives (the crate-wide loom futex returns spuriously, which
+/// would hide a lost wake-up). A waiter that nobody wakes waits forever,
+/// and loom reports it at its branch limit. The table is plain
+/// bookkeeping outside the model (loom runs one thread at a time, and a
+/// check-then-enqueue with no loom operation in between is atomic to it),
+/// kept per OS thread so concurrently running models do not share it.
+#[cfg(loom)]
+mod loom_futex {
+    use crate::sync::AtomicU32;
+    use std::cell::RefCell;
+
+    /// One sleeper: futex address, waiter id, woken.
+    type Waiter = (usize, u64, bool);
+
+    std::thread_local! {
+        /// The sleepers, and the next waiter id.
+        static TABLE: RefCell<(Vec<Waiter>, u64)> = const { RefCell::new((Vec::new(), 0)) };
+    }
+
+    pub(super) fn pv_wait(word: &AtomicU32, val: u32) {
+        // The kernel compares the newest value under its hash-bucket lock
+        // (the waker changed the word before it took that lock): an RMW
+        // that changes nothing reads the newest value, where a loom load
+        // may read a stale one. Nothing can run between it and the enqueue.
+        if word.fetch_or(0, crate::sync::Ordering::SeqCst) != val {
+            return;
+        }
+        let addr = word as *const AtomicU32 as usize;
+        let id = TABLE.with(|t| {
+            let mut t = t.borrow_mut();
+            let id = t.1;
+            t.1 += 1;
+            t.0.push((addr, id, false));
+            id
+        });
+        loop {
+            let woken = TABLE.with(|t| {
+                let mut t = t.borrow_mut();
+                match t.0.iter().position(|w| w.1 == id && w.2) {
+                    Some(i) => {
+                        t.0.remove(i);
+                        true
+                    }
+                    None => false,
+                }
+            });
+            if woken {
+                return;
+            }
+            loom::thread::yield_now();
+        }
+    }
+
+    pub(super) fn pv_kick(addr: usize) {
+        TABLE.with(|t| {
+            if let Some(w) = t.borrow_mut().0.iter_mut().find(|w| w.0 == addr && !w.2) {
+                w.2 = true;
+            }
+        });
+    }
+}
+
+impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LOOPS, PARAVIRT> {
+    /// Try to take a free lock past the queue: `(n,0,0) -> (n,0,LOCKED_PV)`
+    /// (`(0,0,0) -> (0,0,LOCKED)` when there is no queue). Fails while the
+    /// lock is held or anyone holds pending.
+    #[inline]
+    pub(super) fn pv_try_lock(&self) -> bool {
+        #[cfg(loom)]
+        let _ = thread::current_tid();
+        let v = self.word.load(Relaxed);
+        if v & (LOCKED_MASK | PENDING_MASK) != 0 {
+            return false;
+        }
+        // A lock with no queue is taken as on the fast path (a plain
+        // owner); past a queue it is taken as a slow-path owner, whose
+        // unlock looks for a sleeping head. Acquire pairs with the Release
+        // of the previous owner's unlock.
+        let new = if v == 0 { LOCKED } else { v | LOCKED_PV };
+        let ok = self.word.compare_exchange(v, new, Acquire, Relaxed).is_ok();
+        #[cfg(loom)]
+        if ok {
+            self.probe.acquired("trylock");
+        }
+        ok
+    }
+
+    /// The unlock of a slow-path owner, `v` the word as last read: clear
+    /// the locked byte in one RMW and wake the head if it sleeps.
+    /// `(*,*,LOCKED_PV|SLOW) -> (*,*,0)`.
+    #[inline(always)]
+    pub(super) fn unlock_pv<const MODE: u8>(&self, mut v: u32) {
+        debug_assert_ne!(v & LOCKED_MASK, 0, "unlock of an unlocked qspinlock");
+        // The futex key, taken before the release: after it the head may
+        // take the lock, return, and the lock's memory go away.
+        let addr = futex_key(&self.word);
+        // A CAS loop rather than fetch_and: x86 has no fetch-and that
+        // returns the old value, so it is the same instruction, and the
+        // first try usually succeeds (our own cache line). Release pairs
+        // with the Acquire of the next owner's RMW (steal, pending
+        // take-over, head's take) or fast-path CAS.
+        while let Err(now) = self
+            .word
+            .compare_exchange_weak(v, v & !LOCKED_MASK, Release, Relaxed)
+        {
+            v = now;
+        }
+        if v & HEAD_ASLEEP != 0 && MODE != BLIND_UNLOCK {
+            self.kick_head(addr);
+        }
+    }
+
+    /// Wake the head sleeping on the lock word at `addr` (by address only:
+    /// see [`crate::sys::futex_wake_addr`]).
+    #[cold]
+    #[inline(never)]
+    fn kick_head(&self, addr: usize) {
+        events::inc(Event::PvKickUnlock);
+        #[cfg(loom)]
+        Probe::hit(&self.probe.kicks_unlock);
+        pv_kick(addr);
+    }
+
+    /// Steps 1–6 in the paravirt form: wait out a pending hand-over, try to
+    /// steal, take the pending bit (bounded wait), else queue.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn pv_lock_slow<const MODE: u8>(&self, mut val: u32) {
+        // Loom: the probe's bookkeeping asks for the thread id right after
+        // an acquiring RMW; its first call initialises a thread-local with
+        // a loom atomic, which must not come in between.
+        #[cfg(loom)]
+        let _ = thread::current_tid();
+        // 1. (0,1,0): a pending waiter is taking the lock right now; as in
+        //    the native path, give it a bounded number of re-reads.
+        if val == PENDING {
+            let mut left = PENDING_LOOPS;
+            while left > 0 {
+                cpu_relax();
+                val = self.word.load(Relaxed);
+                if val != PENDING {
+                    break;
+                }
+                left -= 1;
+            }
+        }
+
+        // 2. Hybrid mode: steal a free lock nobody reserved, trying for a
+        //    bounded time with backoff. First one plain try: with a queue
+        //    of sleepers every acquisition comes this way, so it must cost
+        //    no more than the fast path's CAS.
+        let reserved = val & PENDING_MASK != 0 && MODE != STEAL_IGNORES_PENDING;
+        if val & LOCKED_MASK == 0 && !reserved {
+            // (n,0,0) -> (n,0,LOCKED_PV). Acquire pairs with the Release of
+            // the last unlock.
+            match self
+                .word
+                .compare_exchange(val, val | LOCKED_PV, Acquire, Relaxed)
+            {
+                Ok(_) => {
+                    self.stolen(val);
+                    return;
+                }
+                Err(now) => val = now,
+            }
+        }
+        if self.pv_steal::<MODE>(val) {
+            return;
+        }
+
+        // 3. No queue and no pending waiter: take the pending bit.
+        let val = self.word.load(Relaxed);
+        if val & !LOCKED_MASK == 0 && self.pv_pending::<MODE>() {
+            return;
+        }
+
+        // 4. Queue.
+        self.pv_queue::<MODE>();
+    }
+
+    /// Bookkeeping of a successful steal from `val`.
+    #[inline(always)]
+    fn stolen(&self, val: u32) {
+        if val & TAIL_MASK != 0 {
+            events::inc(Event::PvLockStealing);
+        }
+        #[cfg(loom)]
+        {
+            Probe::hit(&self.probe.steals);
+            self.probe.acquired("steal");
+        }
+    }
+
+    /// Step 2: steal attempts for `steal_ns`, `val` the last word read.
+    /// Gives up at once when someone holds pending (a reserved hand-over
+    /// that must not be overtaken).
+    #[inline(always)]
+    fn pv_steal<const MODE: u8>(&self, mut val: u32) -> bool {
+        let mut budget = Budget::new(steal_ns());
+        let mut backoff = 1;
+        loop {
+            let reserved = val & PENDING_MASK != 0 && MODE != STEAL_IGNORES_PENDING;
+            if val & LOCKED_MASK == 0 && !reserved {
+                // (n,0,0) -> (n,0,LOCKED_PV). Acquire pairs with the
+                // Release of the last unlock.
+                match self
+                    .word
+                    .compare_exchange(val, val | LOCKED_PV, Acquire, Relaxed)
+                {
+                    Ok(_) => {
+                        self.stolen(val);
+                        return true;
+                    }
+                    // Another thread's RMW won; the budget bounds how often
+                    // we retry (no unbounded CAS loop).
+                    Err(now) => val = now,
+                }
+            } else if reserved {
+                return false;
+            } else {
+                for _ in 0..backoff {
+                    cpu_relax();
+                }
+                backoff = (backoff * 2).min(MAX_STEAL_BACKOFF);
+                val = self.word.load(Relaxed);
+            }
+            if budget.due() && budget.spent() {
+                return false;
+            }
+        }
+    }
+
+    /// Step 3: own the pending bit and wait, for at most `spin_ns`, for the
+    /// owner to go; then take the lock, `(*,1,0) -> (*,0,LOCKED_PV)`. False:
+    /// raced with a queue or another pending waiter, or the wait ran out;
+    /// our pending bit is gone and the caller queues.
+    #[inline(always)]
+    fn pv_pending<const MODE: u8>(&self) -> bool {
+        // (0,0,*) -> (0,1,*). Acquire: if the locked byte was 0 this is our
+        // acquisition (pairs with the last unlock's Release).
+        let val = self.word.fetch_or(PENDING, Acquire);
+        if val & PENDING_MASK == 0 {
+            #[cfg(loom)]
+            self.probe.pending_set(1);
+        }
+        if val & !LOCKED_MASK != 0 {
+            // Raced: undo our pending bit if it was ours, then queue (never
+            // retry the trylock: see the native step 4).
+            if val & PENDING_MASK == 0 {
+                self.word.fetch_and(!PENDING, Relaxed);
+                #[cfg(loom)]
+                self.probe.pending_cleared();
+            }
+            return false;
+        }
+        if val & LOCKED_MASK != 0 {
+            let mut budget = Budget::new(spin_ns());
+            // Acquire pairs with the Release of the owner's unlock.
+            while self.word.load(Acquire) & LOCKED_MASK != 0 {
+                cpu_relax();
+                if budget.due() && budget.spent() {
+                    // The owner did not go while we spun: it may be
+                    // preempted. Queue, and sleep there. Relaxed: nothing
+                    // is published.
+                    self.word.fetch_and(!PENDING, Relaxed);
+                    #[cfg(loom)]
+                    self.probe.pending_cleared();
+                    events::inc(Event::PvPendingTimeout);
+                    #[cfg(loom)]
+                    Probe::hit(&self.probe.pending_timeouts);
+                    return false;
+                }
+            }
+        }
+        // (*,1,0) -> (*,0,LOCKED_PV): only we may take a lock whose pending
+        // bit we hold. Relaxed: acquired above.
+        self.word.fetch_add(PENDING_TO_LOCKED_PV, Relaxed);
+        #[cfg(loom)]
+        {
+            self.probe.acquired("pending");
+            self.probe.pending_cleared();
+            Probe::hit(&self.probe.pending_taken);
+        }
+        events::inc(Event::LockPending);
+        true
+    }
+
+    /// Steps 7–10 in the paravirt form: queue, spin on the node while it
+    /// pays, else sleep on it; as head, spin for the lock while it pays,
+    /// else sleep on the lock word.
+    #[inline(never)]
+    fn pv_queue<const MODE: u8>(&self) {
+        events::inc(Event::LockSlowpath);
+        let Some(slot) = thread::current() else {
+            return self.pv_lock_no_node();
+        };
+        // Relaxed: only this thread (and a signal handler on it, which
+        // restores it) touches mcs_depth.
+        let level = slot.mcs_depth.load(Relaxed);
+        if level as usize >= MCS_NODES {
+            return self.pv_lock_no_node();
+        }
+        slot.mcs_depth.store(level + 1, Relaxed);
+        compiler_fence(Release);
+        match level {
+            1 => events::inc(Event::LockUseNode2),
+            2 => events::inc(Event::LockUseNode3),
+            3 => events::inc(Event::LockUseNode4),
+            _ => {}
+        }
+        let node: &QNode = &slot.mcs[level as usize];
+        let tail = encode_tail(slot.index, level);
+        // Relaxed: published by xchg_tail's Release.
+        node.locked.store(0, Relaxed);
+        node.next.store(core::ptr::null_mut(), Relaxed);
+        node.state.store(RUNNING, Relaxed);
+
+        if self.pv_try_lock() {
+            return Self::put_node(slot, level);
+        }
+
+        let old = self.xchg_tail(tail);
+        if old & TAIL_MASK != 0 {
+            #[cfg(loom)]
+            Probe::hit(&self.probe.queued_behind);
+            let prev = tail_node(old);
+            // Release pairs with the predecessor's Acquire load of `next`.
+            prev.next.store(node as *const QNode as *mut QNode, Release);
+            self.pv_wait_node(node, prev, decode_tail(old).0);
+        }
+
+        // Queue head: get the lock.
+        let alone = self.pv_wait_head::<MODE>(tail);
+        if alone {
+            return Self::put_node(slot, level);
+        }
+
+        // Not alone: wait for the successor to link itself, then pass it
+        // the MCS baton. Acquire pairs with its Release store of `next`.
+        let mut next = node.next.load(Acquire);
+        let mut budget = Budget::new(spin_ns());
+        let mut round = 0;
+        let mut spin = Spin::new();
+        while next.is_null() {
+            // The successor swapped the tail and is about to link; if it
+            // was preempted in between, give it the CPU.
+            if budget.due() && budget.spent() {
+                pv_yield(round);
+                round = round.saturating_add(1);
+            }
+            next = spin.reread_ptr(&node.next, Acquire);
+        }
+        // SAFETY: `next` points into a ThreadSlot, which is never freed.
+        let next = unsafe { &*next };
+        if MODE == KICK_BEFORE_BATON {
+            // BROKEN (loom only): look at the successor before passing the
+            // baton; it may halt in between and never be woken.
+            let halted = next.state.load(SeqCst) == HALTED;
+            next.locked.store(1, SeqCst);
+            if halted {
+                next.state.store(RUNNING, SeqCst);
+                pv_kick(futex_key(&next.state));
+            }
+        } else {
+            // The baton, then the successor's state: with the successor's
+            // halt (state, then `locked`) this is a store-load pair on each
+            // side, so SeqCst on all four: either it sees the baton and
+            // does not sleep, or we see it halted and wake it. The store
+            // is also the Release its Acquire read of `locked` pairs with.
+            next.locked.store(1, SeqCst);
+            if next.state.swap(RUNNING, SeqCst) == HALTED {
+                events::inc(Event::PvKickWake);
+                #[cfg(loom)]
+                Probe::hit(&self.probe.kicks_wake);
+                pv_kick(futex_key(&next.state));
+            }
+        }
+        #[cfg(loom)]
+        Probe::hit(&self.probe.handoffs);
+        Self::put_node(slot, level);
+    }
+
+    /// Wait for the MCS baton on `node`: spin while it pays, else sleep on
+    /// the node's state word until the predecessor passes the baton.
+    fn pv_wait_node(&self, node: &QNode, prev: &QNode, prev_index: u32) {
+        loop {
+            let mut budget = Budget::new(spin_ns());
+            // Acquire pairs with the predecessor's (SeqCst) baton store: it
+            // publishes the predecessor's acquisition of the lock.
+            while node.locked.load(Acquire) == 0 {
+                cpu_relax();
+                if budget.due() {
+                    if budget.spent() {
+                        break;
+                    }
+                    // Waiting behind a sleeping or preempted predecessor is
+                    // pointless: it cannot pass the baton soon.
+                    if prev.state.load(Relaxed) == HALTED || !Self::thread_runs(prev_index) {
+                        events::inc(Event::PvWaitEarly);
+                        break;
+                    }
+                }
+            }
+            if node.locked.load(Acquire) != 0 {
+                return;
+            }
+            // Halt, then look at the baton again (see the SeqCst pair in
+            // pv_queue): a baton passed in between is seen here.
+            if node
+                .state
+                .compare_exchange(RUNNING, HALTED, SeqCst, Relaxed)
+                .is_ok()
+                && node.locked.load(SeqCst) == 0
+            {
+                events::inc(Event::PvWaitNode);
+                #[cfg(loom)]
+                Probe::hit(&self.probe.node_sleeps);
+                pv_wait(&node.state, HALTED);
+            }
+            if node.locked.load(Acquire) != 0 {
+                return;
+            }
+            // Woken without the baton (spurious, or a stale kick of this
+            // node's earlier use): back to spinning.
+            events::inc(Event::PvSpuriousWakeup);
+            let _ = node
+                .state
+                .compare_exchange(HALTED, RUNNING, Relaxed, Relaxed);
+        }
+    }
+
+    /// The oracle's word on whether the thread with index `index` runs;
+    /// `true` when it cannot tell.
+    #[inline]
+    fn thread_runs(index: u32) -> bool {
+        #[cfg(loom)]
+        {
+            let _ = index;
+            true
+        }
+        #[cfg(not(loom))]
+        {
+            let tid = thread::slot(index).tid.load(Relaxed);
+            tid == 0 || crate::oncpu::oracle().owner_running(tid) != Some(false)
+        }
+    }
+
+    /// The queue head's wait: returns once we own the lock, `true` if we
+    /// also emptied the queue (nobody behind us).
+    fn pv_wait_head<const MODE: u8>(&self, tail: u32) -> bool {
+        #[cfg(loom)]
+        Probe::hit(&self.probe.heads);
+        let tuning = pv_tuning();
+        let became_head = monotonic_ns();
+        let mut reserved = false;
+        let mut yields = 0;
+        loop {
+            let mut budget = Budget::new(tuning.spin_ns);
+            loop {
+                // Acquire pairs with the Release of the last unlock.
+                let v = self.word.load(Acquire);
+                if v & LOCKED_MASK == 0 && (reserved || v & PENDING_MASK == 0) {
+                    if let Some(alone) = self.pv_head_take(v, tail, reserved) {
+                        return alone;
+                    }
+                    continue;
+                }
+                if budget.due() {
+                    if budget.spent() {
+                        break;
+                    }
+                    // Past the fairness bound, hold pending while we spin:
+                    // steals stop and the next release is ours.
+                    if !reserved
+                        && v & PENDING_MASK == 0
+                        && monotonic_ns().saturating_sub(became_head) >= tuning.reserve_ns
+                        && self
+                            .word
+                            .compare_exchange(v, v | PENDING, Relaxed, Relaxed)
+                            .is_ok()
+                    {
+                        reserved = true;
+                        events::inc(Event::PvHeadReserve);
+                        #[cfg(loom)]
+                        {
+                            self.probe.pending_set(2);
+                            Probe::hit(&self.probe.head_reserves);
+                        }
+                    }
+                }
+                cpu_relax();
+            }
+
+            // The owner did not go while we spun. Let newcomers steal while
+            // we are away.
+            if reserved {
+                self.word.fetch_and(!PENDING, Relaxed);
+                reserved = false;
+                #[cfg(loom)]
+                self.probe.pending_cleared();
+            }
+            let v = self.word.load(Relaxed);
+            let byte = v & LOCKED_MASK;
+            if byte == LOCKED_PV || (byte == LOCKED && MODE == SLEEP_ON_PLAIN_OWNER) {
+                // (n,*,LOCKED_PV) -> (n,*,SLOW), then sleep while the word
+                // stays so. The owner's unlock clears the byte in one RMW
+                // and, seeing HEAD_ASLEEP, wakes us; if it came first, our
+                // CAS fails; if any other bit changes first, the futex
+                // finds the word changed and returns at once.
+                let slow = v | HEAD_ASLEEP;
+                if self
+                    .word
+                    .compare_exchange(v, slow, Relaxed, Relaxed)
+                    .is_ok()
+                {
+                    events::inc(Event::PvWaitHead);
+                    #[cfg(loom)]
+                    Probe::hit(&self.probe.head_sleeps);
+                    pv_wait(&self.word, slow);
+                }
+            } else if byte == SLOW {
+                // Still marked from our last sleep (a spurious wake-up).
+                events::inc(Event::PvSpuriousWakeup);
+                pv_wait(&self.word, v);
+            } else if byte == LOCKED {
+                // A fast-path owner unlocks with a plain store and would not
+                // wake us: give the CPU away instead (it may be the owner's).
+                events::inc(Event::PvWaitYield);
+                #[cfg(loom)]
+                Probe::hit(&self.probe.head_yields);
+                pv_yield(yields);
+                yields = yields.saturating_add(1);
+            }
+        }
+    }
+
+    /// The head takes the free lock it saw as `v` (locked byte 0, pending
+    /// 0 or ours). `Some(alone)` on success, `None` if the word changed.
+    #[inline(always)]
+    fn pv_head_take(&self, v: u32, tail: u32, reserved: bool) -> Option<bool> {
+        let took = if v & TAIL_MASK == tail {
+            // Alone: (n,p,0) -> (0,0,LOCKED_PV), p our pending or 0.
+            // Acquire (not Relaxed as in the native path): steals mean the
+            // word may have gone round (locked and unlocked again) since
+            // our load; the CAS reads the newest value.
+            self.word
+                .compare_exchange(v, LOCKED_PV, Acquire, Relaxed)
+                .is_ok()
+                .then_some(true)
+        } else if reserved {
+            // Nobody else takes a lock whose pending bit we hold:
+            // (m,1,0) -> (m,0,LOCKED_PV). Acquire as above.
+            self.word.fetch_add(PENDING_TO_LOCKED_PV, Acquire);
+            Some(false)
+        } else {
+            // (m,0,0) -> (m,0,LOCKED_PV); fails if a newcomer stole it.
+            self.word
+                .compare_exchange(v, v | LOCKED_PV, Acquire, Relaxed)
+                .is_ok()
+                .then_some(false)
+        };
+        #[cfg(loom)]
+        if took.is_some() {
+            self.probe.acquired("queue head");
+            if reserved {
+                self.probe.pending_cleared();
+            }
+        }
+        took
+    }
+
+    /// No MCS node: steal-spin until it works, yielding while it fails.
+    #[cold]
+    #[inline(never)]
+    fn pv_lock_no_node(&self) {
+        events::inc(Event::LockNoNode);
+        #[cfg(loom)]
+        Probe::hit(&self.probe.no_node);
+        let mut round = 0;
+        while !self.pv_try_lock() {
+            pv_yield(round);
+            round = round.saturating_add(1);
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! Loom models of the qspinlock's paravirt slow path: waiters that sleep
+//! and are woken, the lost-wake-up races between a waiter going to sleep
+//! and the thread that must wake it, and steals that must not overtake a
+//! reserved hand-over — each with a deliberately broken lock that the same
+//! model must reject.
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p klock --release --test loom_qspinlock_pv
+//! ```
+//!
+//! Under loom the paravirt path sleeps on a futex model that really blocks
+//! (a waiter nobody wakes blocks forever and loom reports a deadlock), and
+//! its time budgets run out after a few clock readings (the loom clock
+//! advances 1 µs per reading), so every model goes through the sleeping
+//! paths. The protected data is a `loom::cell::UnsafeCell`: two holders at
+//! once, or a hand-over that does not publish, is a data race loom reports.
+#![cfg(loom)]
+
+use klock::qspinlock::broken::{
+    BlindUnlock, KickBeforeBaton, SleepOnPlainOwner, StealIgnoresPending,
+};
+use klock::qspinlock::{Probe, RawQSpinLockWith};
+use loom::cell::UnsafeCell;
+use loom::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+/// Small pending hand-over wait (the bounded wait is still modelled).
+const PL: u32 = 2;
+
+type Pv = RawQSpinLockWith<PL, true>;
+
+trait ModelLock: Send + Sync + 'static {
+    fn create() -> Self;
+    fn lock(&self);
+    /// # Safety
+    /// Held by the caller.
+    unsafe fn unlock(&self);
+    fn lock_as_slow_owner(&self);
+    fn probe(&self) -> &Probe;
+}
+
+/// Without the pending hand-over wait: an unlocker that locks again at once
+/// meets a pending waiter's reservation with no re-reads in between.
+type Pv0 = RawQSpinLockWith<0, true>;
+
+impl<const N: u32> ModelLock for RawQSpinLockWith<N, true> {
+    fn create() -> Self {
+        Self::new()
+    }
+    fn lock(&self) {
+        self.raw_lock()
+    }
+    unsafe fn unlock(&self) {
+        unsafe { self.raw_unlock() }
+    }
+    fn lock_as_slow_owner(&self) {
+        self.raw_lock_as_slow_owner()
+    }
+    fn probe(&self) -> &Probe {
+        RawQSpinLockWith::probe(self)
+    }
+}
+
+macro_rules! model_lock_for_broken {
+    ($t:ident) => {
+        impl<const N: u32> ModelLock for $t<N> {
+            fn create() -> Self {
+                Self::new()
+            }
+            fn lock(&self) {
+                self.raw_lock()
+            }
+            unsafe fn unlock(&self) {
+                unsafe { self.raw_unlock() }
+            }
+            fn lock_as_slow_owner(&self) {
+                self.0.raw_lock_as_slow_owner()
+            }
+            fn probe(&self) -> &Probe {
+                self.0.probe()
+            }
+        }
+    };
+}
+model_lock_for_broken!(BlindUnlock);
+model_lock_for_broken!(KickBeforeBaton);
+model_lock_for_broken!(StealIgnoresPending);
+model_lock_for_broken!(SleepOnPlainOwner);
+
+/// Totals of the probe counters over all executions of one model.
+#[derive(Debug, Default)]
+struct Coverage {
+    executions: AtomicU32,
+    steals: AtomicU32,
+    pending_taken: AtomicU32,
+    pending_timeouts: AtomicU32,
+    queued_behind: AtomicU32,
+    node_sleeps: AtomicU32,
+    head_sleeps: AtomicU32,
+    head_yields: AtomicU32,
+    head_reserves: AtomicU32,
+    kicks_unlock: AtomicU32,
+    kicks_wake: AtomicU32,
+    handoffs: AtomicU32,
+}
+
+impl Coverage {
+    fn add(&self, p: &Probe) {
+        self.executions.fetch_add(1, Relaxed);
+        for (total, c) in [
+            (&self.steals, &p.steals),
+            (&self.pending_taken, &p.pending_taken),
+            (&self.pending_timeouts, &p.pending_timeouts),
+            (&self.queued_behind, &p.queued_behind),
+            (&self.node_sleeps, &p.node_sleeps),
+            (&self.head_sleeps, &p.head_sleeps),
+            (&self.head_yields, &p.head_yields),
+            (&self.head_reserves, &p.head_reserves),
+            (&self.kicks_unlock, &p.kicks_unlock),
+            (&self.kicks_wake, &p.kicks_wake),
+            (&self.handoffs, &p.handoffs),
+        ] {
+            total.fetch_add(c.load(Relaxed), Relaxed);
+        }
+    }
+}
+
+fn builder() -> loom::model::Builder {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(2);
+    }
+    b
+}
+
+/// Models with two waiters besides the main thread explore the schedules
+/// without preemption: every spin iteration of the paravirt path yields
+/// (a switch point loom explores anyway), so these already interleave the
+/// waiters at every step of their waits; one preemption more takes hours.
+fn builder_for(waiters: usize) -> loom::model::Builder {
+    let mut b = builder();
+    if waiters > 1 {
+        b.preemption_bound = Some(0);
+    }
+    b
+}
+
+fn add_one(data: &UnsafeCell<u32>) {
+    let v = data.with(|p| unsafe { *p });
+    data.with_mut(|p| unsafe { *p = v + 1 });
+}
+
+fn lock_add_unlock<L: ModelLock>(lock: &L, data: &UnsafeCell<u32>, rounds: u32) {
+    for _ in 0..rounds {
+        lock.lock();
+        add_one(data);
+        unsafe { lock.unlock() };
+    }
+}
+
+/// What the main thread waits for, holding the lock, before it unlocks.
+type Hold = fn(&Probe) -> bool;
+
+fn waiter_queued(p: &Probe) -> bool {
+    p.heads.load(Relaxed) > 0
+}
+fn head_slept(p: &Probe) -> bool {
+    p.head_sleeps.load(Relaxed) > 0
+}
+fn head_yielded(p: &Probe) -> bool {
+    p.head_yields.load(Relaxed) > 0
+}
+fn second_queued(p: &Probe) -> bool {
+    p.queued_behind.load(Relaxed) > 0
+}
+fn node_slept(p: &Probe) -> bool {
+    p.node_sleeps.load(Relaxed) > 0
+}
+/// A waiter holds the pending bit — or, in executions where none takes it
+/// (the first waiter queued, the second behind it), the head has gone to
+/// sleep.
+fn pending_held(p: &Probe) -> bool {
+    p.pending_holder.load(Relaxed) != 0 || head_slept(p)
+}
+
+/// The main thread holds the lock — as a slow-path owner when
+/// `slow_owner`, else taken on the fast path — while `waiters` threads
+/// lock once each; once `hold` says the waiters got far enough (a loop of
+/// yields: loom explores everything the waiters do meanwhile), it
+/// unlocks. Every waiter must get in (no lost wake-up: a waiter nobody
+/// wakes blocks forever and loom reports the deadlock), one at a time.
+fn held_model<L: ModelLock>(
+    waiters: usize,
+    slow_owner: bool,
+    hold: Hold,
+) -> std::sync::Arc<Coverage> {
+    held_model_relock::<L>(waiters, slow_owner, hold, false)
+}
+
+/// [`held_model`]; with `relock` the main thread locks once more right
+/// after its unlock, racing the waiters for the lock it just freed.
+fn held_model_relock<L: ModelLock>(
+    waiters: usize,
+    slow_owner: bool,
+    hold: Hold,
+    relock: bool,
+) -> std::sync::Arc<Coverage> {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    builder_for(waiters).check(move || {
+        let lock = Arc::new(L::create());
+        let data = Arc::new(UnsafeCell::new(0u32));
+        if slow_owner {
+            lock.lock_as_slow_owner();
+        } else {
+            lock.lock();
+        }
+        let handles: Vec<_> = (0..waiters)
+            .map(|_| {
+                let (lock, data) = (lock.clone(), data.clone());
+                loom::thread::spawn(move || lock_add_unlock(&*lock, &data, 1))
+            })
+            .collect();
+        add_one(&data);
+        while !hold(lock.probe()) {
+            loom::thread::yield_now();
+        }
+        unsafe { lock.unlock() };
+        if relock {
+            lock_add_unlock(&*lock, &data, 1);
+        }
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(
+            data.with(|p| unsafe { *p }),
+            waiters as u32 + 1 + relock as u32
+        );
+        c.add(lock.probe());
+    });
+    eprintln!("{} coverage: {cov:?}", std::any::type_name::<L>());
+    cov
+}
+
+/// Threads racing from the start, `rounds` acquisitions each.
+fn race_model<L: ModelLock>(rounds: &[u32]) -> std::sync::Arc<Coverage> {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    let rounds = rounds.to_vec();
+    builder().check(move || {
+        let lock = Arc::new(L::create());
+        let data = Arc::new(UnsafeCell::new(0u32));
+        let handles: Vec<_> = rounds[1..]
+            .iter()
+            .map(|&r| {
+                let (lock, data) = (lock.clone(), data.clone());
+                loom::thread::spawn(move || lock_add_unlock(&*lock, &data, r))
+            })
+            .collect();
+        lock_add_unlock(&*lock, &data, rounds[0]);
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(data.with(|p| unsafe { *p }), rounds.iter().sum::<u32>());
+        c.add(lock.probe());
+    });
+    eprintln!("{} coverage: {cov:?}", std::any::type_name::<L>());
+    cov
+}
+
+fn expect_model_failure(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
+    let err = std::panic::catch_unwind(f).expect_err("loom should have found the bug");
+    err.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+// --- the correct lock ------------------------------------------------------
+
+/// Two threads racing: steals, the pending path, and exclusion.
+#[test]
+fn two_threads_race() {
+    let cov = race_model::<Pv>(&[1, 1]);
+    assert!(cov.pending_taken.load(Relaxed) + cov.steals.load(Relaxed) > 0);
+}
+
+/// A waiter behind a slow-path owner: it spins, gives up its pending wait,
+/// queues, and as queue head sleeps on the lock word; the unlock wakes it.
+#[test]
+fn head_sleeps_and_the_unlock_wakes_it() {
+    let cov = held_model::<Pv>(1, true, waiter_queued);
+    assert!(cov.pending_timeouts.load(Relaxed) > 0, "{cov:?}");
+    assert!(cov.head_sleeps.load(Relaxed) > 0, "{cov:?}");
+    assert!(cov.kicks_unlock.load(Relaxed) > 0, "{cov:?}");
+}
+
+/// A waiter behind a fast-path owner may not sleep (that unlock is a plain
+/// store that wakes nobody): it yields, and still gets the lock.
+#[test]
+fn head_behind_a_fast_path_owner_yields() {
+    let cov = held_model::<Pv>(1, false, head_yielded);
+    assert!(cov.head_yields.load(Relaxed) > 0, "{cov:?}");
+    // Back from its yield, past the fairness bound, it reserves the lock.
+    assert!(cov.head_reserves.load(Relaxed) > 0, "{cov:?}");
+    assert_eq!(cov.head_sleeps.load(Relaxed), 0, "{cov:?}");
+}
+
+/// Two waiters behind a slow-path owner: one queues behind the other and
+/// sleeps on its node; the baton pass wakes it.
+#[test]
+fn queued_waiter_sleeps_and_the_baton_wakes_it() {
+    let cov = held_model::<Pv>(2, true, node_slept);
+    assert!(cov.queued_behind.load(Relaxed) > 0, "{cov:?}");
+    assert!(cov.node_sleeps.load(Relaxed) > 0, "{cov:?}");
+    assert!(cov.kicks_wake.load(Relaxed) > 0, "{cov:?}");
+}
+
+/// The correct lock under the models the broken ones fail: a baton pass
+/// racing with a successor going to sleep, and an unlock while a pending
+/// waiter holds its reservation, the unlocker locking again at once.
+#[test]
+fn unlock_wakes_a_sleeping_head() {
+    let cov = held_model::<Pv>(1, true, head_slept);
+    assert!(cov.kicks_unlock.load(Relaxed) > 0, "{cov:?}");
+}
+
+#[test]
+fn baton_races_a_halting_successor() {
+    held_model::<Pv>(2, true, second_queued);
+}
+
+#[test]
+fn steal_respects_pending() {
+    let cov = held_model_relock::<Pv0>(1, true, pending_held, true);
+    assert!(cov.pending_taken.load(Relaxed) > 0, "{cov:?}");
+}
+
+/// A head behind a fast-path owner (staged as the broken model below
+/// stages it) never sleeps and is never lost.
+#[test]
+fn unlock_races_a_head_behind_a_fast_path_owner() {
+    let cov = held_model::<Pv>(1, false, waiter_queued);
+    assert_eq!(cov.head_sleeps.load(Relaxed), 0, "{cov:?}");
+}
+
+// --- the model can fail ----------------------------------------------------
+
+/// An unlock that does not look for a sleeping head: the head sleeps
+/// forever.
+#[test]
+fn broken_blind_unlock_is_caught() {
+    let msg = expect_model_failure(|| {
+        held_model::<BlindUnlock<PL>>(1, true, head_slept);
+    });
+    eprintln!("blind unlock: {msg}");
+}
+
+/// A baton pass that looks at the successor before storing the baton: a
+/// successor that halts in between sleeps forever (the lost wake-up race
+/// between a waiter going to sleep and the thread that must wake it).
+#[test]
+fn broken_kick_before_baton_is_caught() {
+    let msg = expect_model_failure(|| {
+        held_model::<KickBeforeBaton<PL>>(2, true, second_queued);
+    });
+    eprintln!("kick before baton: {msg}");
+}
+
+/// A head that sleeps on a fast-path owner: that owner's unlock reads its
+/// byte, then clears it blindly; a head that marked it asleep in between
+/// is never woken.
+#[test]
+fn broken_sleep_on_plain_owner_is_caught() {
+    let msg = expect_model_failure(|| {
+        held_model::<SleepOnPlainOwner<PL>>(1, false, waiter_queued);
+    });
+    eprintln!("sleep on plain owner: {msg}");
+}
+
+/// A steal that ignores the pending bit overtakes the thread that holds
+/// it (a pending waiter's, or a reserving head's, hand-over): the lock's
+/// loom probe asserts that nobody else takes the lock while one thread
+/// holds pending.
+#[test]
+fn broken_steal_past_pending_is_caught() {
+    let msg = expect_model_failure(|| {
+        held_model_relock::<StealIgnoresPending<0>>(1, true, pending_held, true);
+    });
+    assert!(
+        msg.contains("overtook") || msg.contains("deadlock"),
+        "{msg}"
+    );
+    eprintln!("steal past pending: {msg}");
+}
