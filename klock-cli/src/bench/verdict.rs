@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 /// The locks klock is judged against: what a program would use instead of
 /// klock (std, parking_lot, glibc, and the two textbook spinlocks). klock's
 /// own variants (`qspinlock-pl0`, `mutex-nospin`, ...) are never peers.
-/// `pthread-pi` counts only in [`PI_THROUGHPUT`], where klock's lock is a
+/// `pthread-pi` counts only in `pi-throughput`, where klock's lock is a
 /// priority-inheritance lock too.
 pub const PEERS: &[&str] = &[
     "std-mutex",
