@@ -209,6 +209,7 @@ pub fn execute(
         ),
         klock_version: env!("CARGO_PKG_VERSION").into(),
         command: command.into(),
+        verdict: Default::default(),
     };
     file.write_json(&plan.json)?;
     let ns: Vec<Vec<f64>> = runs

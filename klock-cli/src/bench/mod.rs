@@ -14,6 +14,7 @@ pub mod xfer;
 // treelock suite and `klock stat` (issue 7)
 pub mod stat;
 pub mod treelock;
+pub mod verdict;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use report::{Machine, ResultFile, ResultRow};
@@ -283,7 +284,7 @@ pub fn execute(plans: &[Plan], command: &str) -> Result<Vec<ResultFile>, String>
                 ));
             }
         }
-        let file = ResultFile {
+        let mut file = ResultFile {
             suite: plan.suite.name.into(),
             machine: machine.clone(),
             results,
@@ -298,11 +299,14 @@ pub fn execute(plans: &[Plan], command: &str) -> Result<Vec<ResultFile>, String>
             ),
             klock_version: env!("CARGO_PKG_VERSION").into(),
             command: command.into(),
+            verdict: Default::default(),
         };
+        verdict::attach(&mut file);
         file.write_json(&plan.json)?;
         report::plot(&file, &plan.plot)?;
         pb.suspend(|| {
             print!("{}", report::render(&file, plan.suite.cost_table));
+            print!("{}", verdict::render(&file));
             println!(
                 "\n   JSON: {}   plot: {}",
                 plan.json.display(),

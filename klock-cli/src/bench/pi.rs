@@ -801,6 +801,7 @@ pub fn execute(
         workload: workload.clone(),
         klock_version: env!("CARGO_PKG_VERSION").into(),
         command: command.into(),
+        verdict: Default::default(),
     };
     super::report::plot(&common, &plan.plot)?;
     pb.suspend(|| {

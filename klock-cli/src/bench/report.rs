@@ -184,6 +184,10 @@ pub struct ResultFile {
     pub workload: String,
     pub klock_version: String,
     pub command: String,
+    /// klock's default lock against the best peer: `verdict`,
+    /// `verdict_summary` (and `verdict_note`) at the top level.
+    #[serde(flatten)]
+    pub verdict: super::verdict::Verdict,
 }
 
 impl ResultFile {

@@ -426,9 +426,13 @@ pub fn execute(
         ),
         klock_version: env!("CARGO_PKG_VERSION").into(),
         command: command.into(),
+        verdict: Default::default(),
     };
+    // From the sweep's rows only (before the tracked cost rows join).
+    super::verdict::attach(&mut file);
     super::report::plot(&file, &plan.plot)?;
-    let text = render(&file, &cost, &lm, lm_threads, plan, &untrackable);
+    let text =
+        render(&file, &cost, &lm, lm_threads, plan, &untrackable) + &super::verdict::render(&file);
     file.results
         .extend(cost.into_iter().filter_map(|(_, _, tracked)| tracked));
     file.write_json(&plan.json)?;

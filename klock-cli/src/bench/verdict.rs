@@ -1,0 +1,841 @@
+//! The verdict under each suite's tables: klock's default lock against the
+//! best peer that ran, thread count by thread count, so a reader sees at a
+//! glance where klock wins and where it loses.
+//!
+//! Everything is computed from the suite's own result rows (kop/s and the
+//! per-thread Min/Mean the Fairness section prints, both means over runs),
+//! so the verdict compares locks measured in the same, interleaved runs.
+
+use super::report::{rate, table, thousands, ResultFile, ResultRow};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// The locks klock is judged against: what a program would use instead of
+/// klock (std, parking_lot, glibc, and the two textbook spinlocks). klock's
+/// own variants (`qspinlock-pl0`, `mutex-nospin`, ...) are never peers.
+/// `pthread-pi` counts only in `pi-throughput`, where klock's lock is a
+/// priority-inheritance lock too.
+pub const PEERS: &[&str] = &[
+    "std-mutex",
+    "std-rwlock",
+    "parking_lot",
+    "parking_lot-rwlock",
+    "pthread",
+    "pthread-adaptive",
+    "pthread-spin",
+    "pthread-rwlock",
+    "pthread-pi",
+    "ticket",
+    "ttas",
+];
+
+/// The peer that only counts in [`PI_THROUGHPUT`].
+const PI_PEER: &str = "pthread-pi";
+/// The suite where [`PI_PEER`] is a peer.
+const PI_THROUGHPUT: &str = "pi-throughput";
+
+/// The exclusive peers (every exclusive-lock suite runs them all).
+pub const EXCLUSIVE_PEERS: &[&str] = &[
+    "std-mutex",
+    "parking_lot",
+    "pthread",
+    "pthread-adaptive",
+    "pthread-spin",
+    "ticket",
+    "ttas",
+];
+/// The reader-writer peers (every rw suite runs them all).
+pub const RW_PEERS: &[&str] = &["std-rwlock", "parking_lot-rwlock", "pthread-rwlock"];
+
+/// A ratio at or above 1/(1 + this) is "within 10%" in the uncontended
+/// verdict: klock's ns/op is at most 10% above the cheapest peer's.
+const WITHIN: f64 = 0.10;
+/// The geomean line covers the thread counts from this one up.
+const GEOMEAN_FROM: usize = 4;
+
+/// Whether `id` is a peer in `suite`.
+pub fn is_peer(suite: &str, id: &str) -> bool {
+    PEERS.contains(&id) && (id != PI_PEER || suite == PI_THROUGHPUT)
+}
+
+/// One kind of the uncontended verdict: a klock lock against the cheapest
+/// peer of the same kind.
+struct Kind {
+    name: &'static str,
+    klock: &'static str,
+    peers: &'static [&'static str],
+}
+
+const UNCONTENDED: &[Kind] = &[
+    Kind {
+        name: "spinlock",
+        klock: "qspinlock",
+        peers: &["pthread-spin", "ticket", "ttas"],
+    },
+    Kind {
+        name: "mutex",
+        klock: "mutex",
+        peers: &["std-mutex", "parking_lot", "pthread", "pthread-adaptive"],
+    },
+    Kind {
+        name: "rwlock",
+        klock: "qrwlock",
+        peers: RW_PEERS,
+    },
+    Kind {
+        name: "rwsem",
+        klock: "rwsem",
+        peers: RW_PEERS,
+    },
+];
+
+/// klock's side of a suite's verdict.
+enum Judge {
+    /// This lock at every thread count.
+    Lock(&'static str),
+    /// The fastest of these at each thread count (treelock: klock offers
+    /// a spinlock, an rwlock and an rwsem for the index).
+    BestOf(&'static [&'static str]),
+    /// One row per kind, in ns/op (the uncontended suite).
+    Kinds(&'static [Kind]),
+}
+
+/// klock's default lock(s) of `suite`; `None` for suites without a rate
+/// table (`pi`, `ctxswitch`).
+fn judge(suite: &str) -> Option<Judge> {
+    Some(match suite {
+        "spinlock" => Judge::Lock("qspinlock"),
+        "mutex" => Judge::Lock("mutex"),
+        "rwlock" => Judge::Lock("qrwlock"),
+        "rwsem-rate" | "rwsem-dedicated" | "rwsem-pagefault" => Judge::Lock("rwsem"),
+        "treelock" => Judge::BestOf(&["qspinlock", "qrwlock", "rwsem"]),
+        PI_THROUGHPUT => Judge::Lock("rtmutex"),
+        "uncontended" => Judge::Kinds(UNCONTENDED),
+        _ => return None,
+    })
+}
+
+/// One verdict row (JSON `verdict[]`). `ratio` is klock's kop/s over the
+/// peer's: at or above 1.00, klock did at least as well. In the
+/// uncontended verdict it is the peer's ns/op over klock's (the same
+/// number).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct VerdictRow {
+    pub threads: usize,
+    pub klock_lock: String,
+    pub klock_kops: f64,
+    pub klock_per_thread_min: u64,
+    pub klock_per_thread_mean: f64,
+    pub peer_lock: String,
+    pub peer_kops: f64,
+    pub peer_per_thread_min: u64,
+    pub peer_per_thread_mean: f64,
+    /// Infinite (JSON `null`) when no peer finished an operation but klock did.
+    pub ratio: f64,
+    /// The ratio, rounded to the two decimals printed, is below 1.00.
+    pub loss: bool,
+    /// Some thread of klock's lock finished no operation (Min = 0).
+    pub starved: bool,
+    /// Uncontended only: the kind (`spinlock`, `mutex`, `rwlock`, `rwsem`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Uncontended only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub klock_ns_per_op: Option<f64>,
+    /// Uncontended only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_ns_per_op: Option<f64>,
+    /// Uncontended only: klock's ns/op is at most 10% above the peer's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub within_10pct: Option<bool>,
+}
+
+/// The line under the table (JSON `verdict_summary`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    /// Geometric mean of the ratios at the thread counts from 4 up (every
+    /// row in the uncontended verdict); `None` when there is none.
+    pub geomean: Option<f64>,
+    /// The thread counts the geomean covers, lowest and highest.
+    pub geomean_threads: Option<(usize, usize)>,
+    pub won: usize,
+    pub lost: usize,
+    pub starved: usize,
+}
+
+/// A suite's verdict, flattened into the result file: `verdict` (the
+/// rows), `verdict_summary`, and `verdict_note` when there is no table.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Verdict {
+    #[serde(rename = "verdict")]
+    pub rows: Vec<VerdictRow>,
+    #[serde(rename = "verdict_summary")]
+    pub summary: Option<Summary>,
+    /// Why there is no verdict although the suite has one.
+    #[serde(rename = "verdict_note", skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The ratio as printed (two decimals): a row printed `1.00x` is no loss.
+fn shown(ratio: f64) -> f64 {
+    (ratio * 100.0).round() / 100.0
+}
+
+fn ratio(klock: f64, peer: f64) -> f64 {
+    if peer > 0.0 {
+        klock / peer
+    } else if klock > 0.0 {
+        f64::INFINITY
+    } else {
+        // Neither finished an operation: klock did not do better.
+        0.0
+    }
+}
+
+fn ns_per_op(r: &ResultRow) -> f64 {
+    1e6 / r.kops_mean.max(1e-9)
+}
+
+fn row(k: &ResultRow, p: &ResultRow) -> VerdictRow {
+    let ratio = ratio(k.kops_mean, p.kops_mean);
+    VerdictRow {
+        threads: k.threads,
+        klock_lock: k.id.clone(),
+        klock_kops: k.kops_mean,
+        klock_per_thread_min: k.per_thread_min,
+        klock_per_thread_mean: k.per_thread_mean,
+        peer_lock: p.id.clone(),
+        peer_kops: p.kops_mean,
+        peer_per_thread_min: p.per_thread_min,
+        peer_per_thread_mean: p.per_thread_mean,
+        ratio,
+        loss: shown(ratio) < 1.0,
+        starved: k.per_thread_min == 0,
+        kind: None,
+        klock_ns_per_op: None,
+        peer_ns_per_op: None,
+        within_10pct: None,
+    }
+}
+
+/// The fastest of `rows` (by mean kop/s) that `pick` accepts.
+fn fastest<'a>(
+    rows: impl Iterator<Item = &'a ResultRow>,
+    pick: impl Fn(&str) -> bool,
+) -> Option<&'a ResultRow> {
+    rows.filter(|r| pick(&r.id))
+        .max_by(|a, b| a.kops_mean.total_cmp(&b.kops_mean))
+}
+
+/// The verdict of `suite` from its result rows; `None` for a suite
+/// without one.
+pub fn compute(suite: &str, rows: &[ResultRow]) -> Option<Verdict> {
+    let judge = judge(suite)?;
+    let peer = |id: &str| is_peer(suite, id);
+    let mut out = Vec::new();
+    let klock_names: Vec<&str> = match &judge {
+        Judge::Lock(l) => vec![l],
+        Judge::BestOf(ls) => ls.to_vec(),
+        Judge::Kinds(kinds) => kinds.iter().map(|k| k.klock).collect(),
+    };
+    match &judge {
+        Judge::Kinds(kinds) => {
+            for kind in kinds.iter() {
+                let k = fastest(rows.iter(), |id| id == kind.klock);
+                let p = fastest(rows.iter(), |id| kind.peers.contains(&id) && peer(id));
+                if let (Some(k), Some(p)) = (k, p) {
+                    out.push(VerdictRow {
+                        kind: Some(kind.name.into()),
+                        klock_ns_per_op: Some(ns_per_op(k)),
+                        peer_ns_per_op: Some(ns_per_op(p)),
+                        within_10pct: Some(ns_per_op(k) <= (1.0 + WITHIN) * ns_per_op(p)),
+                        ..row(k, p)
+                    });
+                }
+            }
+        }
+        Judge::Lock(_) | Judge::BestOf(_) => {
+            let mut threads: Vec<usize> = rows.iter().map(|r| r.threads).collect();
+            threads.sort_unstable();
+            threads.dedup();
+            for t in threads {
+                let at = || rows.iter().filter(move |r| r.threads == t);
+                let k = fastest(at(), |id| klock_names.contains(&id));
+                if let (Some(k), Some(p)) = (k, fastest(at(), peer)) {
+                    out.push(row(k, p));
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        let ran = |id: &str| rows.iter().any(|r| r.id == id);
+        let note = if !klock_names.iter().any(|l| ran(l)) {
+            format!(
+                "klock's default lock ({}) did not run: add it to --locks for a verdict",
+                klock_names.join(", ")
+            )
+        } else if !rows.iter().any(|r| peer(&r.id)) {
+            format!(
+                "no peer ran: add one of {} to --locks for a verdict",
+                PEERS
+                    .iter()
+                    .filter(|p| peer(p))
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            // Uncontended: a klock lock and a peer ran, but of different kinds.
+            "no klock lock ran with a peer of its kind".into()
+        };
+        return Some(Verdict {
+            note: Some(note),
+            ..Verdict::default()
+        });
+    }
+    let from = match judge {
+        Judge::Kinds(_) => 0,
+        _ => GEOMEAN_FROM,
+    };
+    let sel: Vec<&VerdictRow> = out.iter().filter(|r| r.threads >= from).collect();
+    let summary = Summary {
+        geomean: (!sel.is_empty())
+            .then(|| (sel.iter().map(|r| r.ratio.ln()).sum::<f64>() / sel.len() as f64).exp()),
+        geomean_threads: sel
+            .first()
+            .zip(sel.last())
+            .map(|(a, b)| (a.threads, b.threads)),
+        won: out.iter().filter(|r| !r.loss).count(),
+        lost: out.iter().filter(|r| r.loss).count(),
+        starved: out.iter().filter(|r| r.starved).count(),
+    };
+    Some(Verdict {
+        rows: out,
+        summary: Some(summary),
+        note: None,
+    })
+}
+
+/// Fill the file's verdict from its rows.
+pub fn attach(file: &mut ResultFile) {
+    file.verdict = compute(&file.suite, &file.results).unwrap_or_default();
+}
+
+fn fmt_ratio(r: f64) -> String {
+    if r.is_finite() {
+        format!("{:.2}x", shown(r))
+    } else {
+        "inf".into()
+    }
+}
+
+fn marks(r: &VerdictRow) -> String {
+    let mut m = Vec::new();
+    if r.loss {
+        m.push("LOSS");
+    }
+    if r.starved {
+        m.push("STARVED");
+    }
+    m.join(" ")
+}
+
+fn min_mean(min: u64, mean: f64) -> String {
+    format!("{}/{}", thousands(min as f64), thousands(mean))
+}
+
+/// The verdict table and its summary line; empty for suites without one.
+pub fn render(file: &ResultFile) -> String {
+    let v = &file.verdict;
+    let mut out = String::new();
+    if let Some(note) = &v.note {
+        let _ = writeln!(out, "\nklock vs best peer: no verdict: {note}");
+        return out;
+    }
+    let Some(s) = &v.summary else {
+        return out;
+    };
+    let kinds = v.rows.iter().any(|r| r.kind.is_some());
+    if kinds {
+        out += "\nklock vs best peer, uncontended: each klock lock against the cheapest peer of \
+                its kind, ns/op (ratio = peer ns / klock ns: 1.00x or more, klock costs no more)\n";
+        let header = [
+            "kind",
+            "klock",
+            "ns/op",
+            "cheapest peer",
+            "ns/op",
+            "ratio",
+            "within 10%",
+            "",
+        ]
+        .map(String::from);
+        let body: Vec<Vec<String>> = v
+            .rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.kind.clone().unwrap_or_default(),
+                    r.klock_lock.clone(),
+                    format!("{:.1}", r.klock_ns_per_op.unwrap_or(f64::NAN)),
+                    r.peer_lock.clone(),
+                    format!("{:.1}", r.peer_ns_per_op.unwrap_or(f64::NAN)),
+                    fmt_ratio(r.ratio),
+                    if r.within_10pct == Some(true) {
+                        "yes"
+                    } else {
+                        "no"
+                    }
+                    .into(),
+                    marks(r),
+                ]
+            })
+            .collect();
+        out += &table(&header, &body);
+    } else {
+        out += "\nklock vs best peer: klock's default lock against the fastest peer at each \
+                thread count, kop/s (ratio = klock / peer: 1.00x or more, klock did at least \
+                as well); operations per thread Min/Mean as in Fairness, mean over runs\n";
+        let header = [
+            "threads",
+            "klock",
+            "kop/s",
+            "Min/Mean",
+            "best peer",
+            "kop/s",
+            "Min/Mean",
+            "ratio",
+            "",
+        ]
+        .map(String::from);
+        let body: Vec<Vec<String>> = v
+            .rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.threads.to_string(),
+                    r.klock_lock.clone(),
+                    rate(r.klock_kops),
+                    min_mean(r.klock_per_thread_min, r.klock_per_thread_mean),
+                    r.peer_lock.clone(),
+                    rate(r.peer_kops),
+                    min_mean(r.peer_per_thread_min, r.peer_per_thread_mean),
+                    fmt_ratio(r.ratio),
+                    marks(r),
+                ]
+            })
+            .collect();
+        out += &table(&header, &body);
+    }
+    let geo = match (s.geomean, s.geomean_threads) {
+        (Some(g), Some(_)) if kinds => {
+            format!("geomean of ratios over the kinds: {}", fmt_ratio(g))
+        }
+        (Some(g), Some((a, b))) if a == b => {
+            format!("geomean of ratios at {a} threads: {}", fmt_ratio(g))
+        }
+        (Some(g), Some((a, b))) => {
+            format!("geomean of ratios at {a}-{b} threads: {}", fmt_ratio(g))
+        }
+        _ => format!("geomean of ratios: no thread count of {GEOMEAN_FROM} or more ran"),
+    };
+    let _ = writeln!(
+        out,
+        "  {geo}; cells won/lost: {}/{}; starved: {}",
+        s.won, s.lost, s.starved
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::report::Machine;
+    use crate::bench::suites::SUITES;
+    use crate::bench::workload::{Role, RunOutcome};
+
+    /// A row of `id` at `threads` writers doing `kops` kop/s in one 1 s
+    /// run; the first thread does `first` of the operations, the others
+    /// share the rest.
+    fn row_with(id: &str, threads: usize, kops: f64, first: u64) -> ResultRow {
+        let total = (kops * 1e3) as u64;
+        let mut per: Vec<(Role, u64)> = vec![(Role::Writer, first)];
+        for i in 1..threads {
+            let rest = total - first;
+            let share = rest / (threads as u64 - 1);
+            let extra = if i == threads - 1 {
+                rest - share * (threads as u64 - 1)
+            } else {
+                0
+            };
+            per.push((Role::Writer, share + extra));
+        }
+        let run = RunOutcome {
+            elapsed_s: 1.0,
+            per_thread: per,
+            cpu_s: 1.0,
+            ctx_voluntary: 0,
+            ctx_involuntary: 0,
+            events: vec![],
+            xfer_ns: (None, None),
+        };
+        ResultRow::aggregate(id, id, "default", 0, threads, &[run])
+    }
+
+    fn row(id: &str, threads: usize, kops: f64) -> ResultRow {
+        let total = (kops * 1e3) as u64;
+        row_with(id, threads, kops, total / threads as u64)
+    }
+
+    fn file(suite: &str, results: Vec<ResultRow>) -> ResultFile {
+        let mut f = ResultFile {
+            suite: suite.into(),
+            machine: Machine {
+                cpus: 2,
+                cpu_model: "test".into(),
+                kernel: "test".into(),
+            },
+            results,
+            title: String::new(),
+            workload: String::new(),
+            klock_version: String::new(),
+            command: String::new(),
+            verdict: Verdict::default(),
+        };
+        attach(&mut f);
+        f
+    }
+
+    #[test]
+    fn best_peer_is_the_fastest_peer_and_variants_never_count() {
+        let rows = vec![
+            row("qspinlock", 1, 100.0),
+            row("qspinlock-pl0", 1, 500.0), // klock variant: never a peer
+            row("ttas", 1, 80.0),
+            row("ticket", 1, 90.0),
+            row("qspinlock", 4, 50.0),
+            row("qspinlock-pl0", 4, 500.0),
+            row("ttas", 4, 10.0),
+            row("parking_lot", 4, 60.0),
+        ];
+        let v = compute("spinlock", &rows).unwrap();
+        assert_eq!(v.rows.len(), 2);
+        let (a, b) = (&v.rows[0], &v.rows[1]);
+        assert_eq!((a.threads, a.klock_lock.as_str()), (1, "qspinlock"));
+        assert_eq!(a.peer_lock, "ticket");
+        assert!((a.ratio - 100.0 / 90.0).abs() < 1e-12);
+        assert!(!a.loss);
+        assert_eq!(b.peer_lock, "parking_lot");
+        assert!((b.ratio - 50.0 / 60.0).abs() < 1e-12);
+        assert!(b.loss);
+        let s = v.summary.unwrap();
+        assert_eq!((s.won, s.lost, s.starved), (1, 1, 0));
+        // Only 4 threads is at or above 4: the geomean is its ratio.
+        assert_eq!(s.geomean_threads, Some((4, 4)));
+        assert!((s.geomean.unwrap() - 50.0 / 60.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn pthread_pi_is_a_peer_in_pi_throughput_only() {
+        assert!(is_peer("pi-throughput", "pthread-pi"));
+        assert!(!is_peer("mutex", "pthread-pi"));
+        assert!(!is_peer("mutex", "mutex-nospin"));
+        assert!(!is_peer("pi-throughput", "pi-futex"));
+        let rows = vec![
+            row("mutex", 2, 100.0),
+            row("pthread-pi", 2, 200.0),
+            row("pthread", 2, 50.0),
+        ];
+        assert_eq!(
+            compute("mutex", &rows).unwrap().rows[0].peer_lock,
+            "pthread"
+        );
+        let rows = vec![
+            row("rtmutex", 2, 100.0),
+            row("pthread-pi", 2, 200.0),
+            row("pi-futex", 2, 300.0),
+        ];
+        let v = compute("pi-throughput", &rows).unwrap();
+        assert_eq!(v.rows[0].peer_lock, "pthread-pi");
+        assert!((v.rows[0].ratio - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn treelock_takes_klocks_best_default_per_row() {
+        let rows = vec![
+            row("qspinlock", 1, 300.0),
+            row("qrwlock", 1, 200.0),
+            row("rwsem", 1, 100.0),
+            row("std-mutex", 1, 250.0),
+            row("qspinlock", 4, 100.0),
+            row("qrwlock", 4, 400.0),
+            row("rwsem", 4, 350.0),
+            row("pthread-rwlock", 4, 380.0),
+            row("std-mutex", 4, 200.0),
+        ];
+        let v = compute("treelock", &rows).unwrap();
+        let got: Vec<(usize, &str, &str)> = v
+            .rows
+            .iter()
+            .map(|r| (r.threads, r.klock_lock.as_str(), r.peer_lock.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, "qspinlock", "std-mutex"),
+                (4, "qrwlock", "pthread-rwlock")
+            ]
+        );
+        let text = render(&file("treelock", rows));
+        assert!(text.contains("klock vs best peer"), "{text}");
+        assert!(text.contains("1.20x"), "{text}");
+        assert!(text.contains("1.05x"), "{text}");
+        assert!(
+            text.contains("geomean of ratios at 4 threads: 1.05x"),
+            "{text}"
+        );
+        assert!(text.contains("cells won/lost: 2/0; starved: 0"), "{text}");
+        assert!(!text.contains("LOSS"), "{text}");
+    }
+
+    #[test]
+    fn geomean_covers_four_threads_up_and_marks_show() {
+        // Ratios 2 (1 thread), 0.5 (4), 2 (8), 1 (16): geomean at 4-16 is 1.
+        let rows = vec![
+            row("mutex", 1, 200.0),
+            row("pthread", 1, 100.0),
+            row("mutex", 4, 50.0),
+            row("pthread", 4, 100.0),
+            row("mutex", 8, 200.0),
+            row("pthread", 8, 100.0),
+            row_with("mutex", 16, 100.0, 0), // one thread did nothing
+            row("pthread", 16, 100.0),
+        ];
+        let f = file("mutex", rows);
+        let s = f.verdict.summary.clone().unwrap();
+        assert_eq!(s.geomean_threads, Some((4, 16)));
+        assert!((s.geomean.unwrap() - 1.0).abs() < 1e-12);
+        assert_eq!((s.won, s.lost, s.starved), (3, 1, 1));
+        let text = render(&f);
+        let line = |t: &str| {
+            text.lines()
+                .find(|l| l.split_whitespace().next() == Some(t))
+                .unwrap_or_else(|| panic!("no row {t}:\n{text}"))
+                .to_string()
+        };
+        let tail = |t: &str| {
+            let l = line(t);
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w[w.len().saturating_sub(2)..].join(" ")
+        };
+        assert!(tail("1").ends_with(" 2.00x"), "{text}");
+        assert_eq!(tail("4"), "0.50x LOSS", "{text}");
+        assert_eq!(tail("8"), "12,500/12,500 2.00x", "{text}");
+        assert_eq!(tail("16"), "1.00x STARVED", "{text}");
+        // The per-thread Min/Mean of both sides: 100 kop in 1 s over 16
+        // threads, one of klock's threads doing none.
+        assert!(line("16").contains(" 0/6,250 "), "{text}");
+        assert!(line("16").contains(" 6,250/6,250 "), "{text}");
+        assert!(
+            text.contains(
+                "geomean of ratios at 4-16 threads: 1.00x; cells won/lost: 3/1; starved: 1"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_ratio_printed_as_one_is_no_loss() {
+        let rows = vec![row("mutex", 2, 99.6), row("pthread", 2, 100.0)];
+        let v = compute("mutex", &rows).unwrap();
+        assert!(!v.rows[0].loss);
+        let rows = vec![row("mutex", 2, 99.4), row("pthread", 2, 100.0)];
+        assert!(compute("mutex", &rows).unwrap().rows[0].loss);
+    }
+
+    #[test]
+    fn missing_default_or_peer_says_so() {
+        let f = file("spinlock", vec![row("ttas", 1, 1.0), row("ticket", 1, 2.0)]);
+        assert!(f.verdict.rows.is_empty());
+        let text = render(&f);
+        assert!(
+            text.contains("no verdict: klock's default lock (qspinlock) did not run"),
+            "{text}"
+        );
+        let f = file(
+            "spinlock",
+            vec![row("qspinlock", 1, 1.0), row("qspinlock-pl0", 1, 2.0)],
+        );
+        assert!(f.verdict.rows.is_empty());
+        let text = render(&f);
+        assert!(text.contains("no verdict: no peer ran"), "{text}");
+        assert!(!text.contains("pthread-pi"), "{text}");
+        assert_eq!(text.lines().filter(|l| !l.is_empty()).count(), 1);
+        // Suites without a rate table have no verdict at all.
+        assert!(compute("pi", &[row("rtmutex", 1, 1.0)]).is_none());
+        assert!(compute("ctxswitch", &[]).is_none());
+        assert_eq!(render(&file("ctxswitch", vec![row("x", 2, 1.0)])), "");
+    }
+
+    #[test]
+    fn uncontended_has_one_row_per_kind() {
+        // 50,000 kop/s = 20 ns/op.
+        let rows = vec![
+            row("qspinlock", 1, 50_000.0),
+            row("qspinlock-rmw", 1, 100_000.0),
+            row("mutex", 1, 40_000.0),
+            row("qrwlock", 1, 25_000.0),
+            row("pthread-spin", 1, 45_000.0),
+            row("ttas", 1, 40_000.0),
+            row("std-mutex", 1, 50_000.0),
+            row("pthread", 1, 44_000.0),
+            row("std-rwlock", 1, 20_000.0),
+            row("parking_lot-rwlock", 1, 22_000.0),
+        ];
+        let v = compute("uncontended", &rows).unwrap();
+        let got: Vec<(&str, &str, &str, Option<bool>)> = v
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.kind.as_deref().unwrap(),
+                    r.klock_lock.as_str(),
+                    r.peer_lock.as_str(),
+                    r.within_10pct,
+                )
+            })
+            .collect();
+        // spinlock: 20 ns vs pthread-spin 22.2 ns; mutex: 25 ns vs std-mutex
+        // 20 ns (25% more: not within 10%); rwlock: 40 ns vs 45.5 ns. No
+        // rwsem row: it did not run.
+        assert_eq!(
+            got,
+            [
+                ("spinlock", "qspinlock", "pthread-spin", Some(true)),
+                ("mutex", "mutex", "std-mutex", Some(false)),
+                ("rwlock", "qrwlock", "parking_lot-rwlock", Some(true)),
+            ]
+        );
+        let m = &v.rows[1];
+        assert!((m.klock_ns_per_op.unwrap() - 25.0).abs() < 1e-9);
+        assert!((m.peer_ns_per_op.unwrap() - 20.0).abs() < 1e-9);
+        assert!((m.ratio - 0.8).abs() < 1e-12 && m.loss);
+        assert!((v.rows[2].ratio - 25.0 / 22.0).abs() < 1e-12);
+        let s = v.summary.unwrap();
+        assert_eq!((s.won, s.lost), (2, 1));
+        // Over the kinds: (10/9 * 0.8 * 25/22)^(1/3).
+        let g = (10.0 / 9.0 * 0.8 * 25.0 / 22.0f64).powf(1.0 / 3.0);
+        assert!((s.geomean.unwrap() - g).abs() < 1e-9);
+        let text = render(&file("uncontended", rows));
+        assert!(text.contains("klock vs best peer, uncontended"), "{text}");
+        assert!(text.contains("geomean of ratios over the kinds"), "{text}");
+        // A kind whose klock lock ran against peers of another kind only.
+        let v = compute(
+            "uncontended",
+            &[row("qrwlock", 1, 1.0), row("ttas", 1, 1.0)],
+        )
+        .unwrap();
+        assert!(v.note.unwrap().contains("of its kind"));
+    }
+
+    #[test]
+    fn within_ten_percent_edge() {
+        // klock 10% slower in ns/op is within; 12% is not.
+        let within = |klock_ns: f64| {
+            let rows = vec![
+                // kop/s = 1e6 / ns per op.
+                row("qspinlock", 1, 1e6 / klock_ns),
+                row("ttas", 1, 1e6 / 100.0),
+            ];
+            compute("uncontended", &rows).unwrap().rows[0].within_10pct
+        };
+        assert_eq!(within(100.0), Some(true));
+        assert_eq!(within(109.0), Some(true));
+        assert_eq!(within(112.0), Some(false));
+    }
+
+    #[test]
+    fn json_has_the_verdict_fields() {
+        let f = file(
+            "rwlock",
+            vec![row("qrwlock", 4, 10.0), row("std-rwlock", 4, 5.0)],
+        );
+        let v = serde_json::to_value(&f).unwrap();
+        let r = &v["verdict"][0];
+        for k in [
+            "threads",
+            "klock_lock",
+            "klock_kops",
+            "klock_per_thread_min",
+            "klock_per_thread_mean",
+            "peer_lock",
+            "peer_kops",
+            "peer_per_thread_min",
+            "peer_per_thread_mean",
+            "ratio",
+        ] {
+            assert!(!r[k].is_null(), "verdict lacks {k}: {r}");
+        }
+        assert_eq!(r["ratio"], 2.0);
+        assert_eq!(v["verdict_summary"]["won"], 1);
+        assert!(v.get("verdict_note").is_none());
+        assert!(r.get("kind").is_none());
+    }
+
+    /// Every suite with a rate or cost table has a verdict whose klock
+    /// locks and peers it runs by default; the exclusive suites run every
+    /// exclusive peer and the rw suites every rw peer.
+    #[test]
+    fn every_rate_suite_runs_its_default_and_the_full_peer_set() {
+        for p in EXCLUSIVE_PEERS.iter().chain(RW_PEERS) {
+            assert!(PEERS.contains(p), "{p}");
+        }
+        for k in UNCONTENDED {
+            assert!(k.peers.iter().all(|p| PEERS.contains(p)), "{}", k.name);
+        }
+        for s in SUITES {
+            let Some(j) = judge(s.name) else {
+                assert!(
+                    ["pi", "ctxswitch"].contains(&s.name),
+                    "{} lacks a verdict",
+                    s.name
+                );
+                continue;
+            };
+            let has = |l: &str| s.default_locks.contains(&l);
+            match j {
+                Judge::Lock(l) => assert!(has(l), "{}: {l}", s.name),
+                Judge::BestOf(ls) => assert!(ls.iter().all(|l| has(l)), "{}", s.name),
+                Judge::Kinds(kinds) => {
+                    for k in kinds.iter().filter(|k| k.klock != "rwsem") {
+                        assert!(has(k.klock), "{}: {}", s.name, k.klock);
+                        assert!(k.peers.iter().all(|p| has(p)), "{}: {}", s.name, k.name);
+                    }
+                }
+            }
+            let exclusive = ["mutex", "spinlock", "treelock"].contains(&s.name);
+            let rw = s.name == "rwlock" || s.name == "treelock" || s.name.starts_with("rwsem");
+            for p in EXCLUSIVE_PEERS.iter().filter(|_| exclusive) {
+                assert!(has(p), "{} lacks peer {p}", s.name);
+            }
+            for p in RW_PEERS.iter().filter(|_| rw) {
+                assert!(has(p), "{} lacks peer {p}", s.name);
+            }
+            if s.cost_table {
+                continue;
+            }
+            // The rwsem suites and pi-throughput keep their own thread
+            // lists (the mails' columns); the others cover 1-16.
+            if s.name.starts_with("rwsem") || s.name == PI_THROUGHPUT {
+                continue;
+            }
+            for t in [1, 2, 4, 8, 16] {
+                assert!(
+                    s.default_threads.contains(&t),
+                    "{} lacks {t} threads",
+                    s.name
+                );
+            }
+        }
+    }
+}

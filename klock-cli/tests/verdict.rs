@@ -1,0 +1,182 @@
+//! `klock bench` prints and writes the "klock vs best peer" verdict.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Run `klock bench ARGS --json DIR/v.json --plot DIR/v.svg`; returns
+/// stdout + stderr and the JSON.
+fn bench(tag: &str, args: &[&str]) -> (String, Value) {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("klock-verdict-{tag}-{}", std::process::id()));
+    let json = dir.join("v.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_klock"))
+        .arg("bench")
+        .args(args)
+        .args(["--json", json.to_str().unwrap()])
+        .args(["--plot", dir.join("v.svg").to_str().unwrap()])
+        .output()
+        .expect("run klock");
+    let t = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{args:?}:\n{t}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (t, v)
+}
+
+const TINY: &[&str] = &["--duration", "20ms", "--runs", "1", "--warmup", "10ms"];
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn spinlock_bench_prints_and_writes_the_verdict() {
+    let args = [
+        &["spinlock", "--locks", "qspinlock,ttas", "--threads", "1,2"],
+        TINY,
+    ]
+    .concat();
+    let (t, v) = bench("spin", &args);
+    assert!(
+        t.contains("klock vs best peer: klock's default lock"),
+        "{t}"
+    );
+    assert!(t.contains("cells won/lost: "), "{t}");
+    assert!(
+        t.contains("geomean of ratios: no thread count of 4 or more ran"),
+        "{t}"
+    );
+    let rows = v["verdict"].as_array().expect("verdict array");
+    assert_eq!(rows.len(), 2, "{v}");
+    for (r, threads) in rows.iter().zip([1, 2]) {
+        assert_eq!(r["threads"], threads);
+        assert_eq!(r["klock_lock"], "qspinlock");
+        assert_eq!(r["peer_lock"], "ttas");
+        // The verdict restates the result rows of the same run.
+        let of = |id: &str| {
+            v["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["id"] == id && x["threads"] == threads)
+                .unwrap()
+                .clone()
+        };
+        let (k, p) = (of("qspinlock"), of("ttas"));
+        assert_eq!(f(&r["klock_kops"]), f(&k["kops_mean"]));
+        assert_eq!(f(&r["peer_kops"]), f(&p["kops_mean"]));
+        assert_eq!(r["klock_per_thread_min"], k["per_thread_min"]);
+        assert_eq!(r["peer_per_thread_mean"], p["per_thread_mean"]);
+        let ratio = f(&k["kops_mean"]) / f(&p["kops_mean"]);
+        assert!((f(&r["ratio"]) - ratio).abs() < 1e-9 * ratio, "{r}");
+        // Its row in the table, with the ratio as printed.
+        let shown = format!("{:.2}x", (ratio * 100.0).round() / 100.0);
+        assert!(
+            t.lines().any(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                w.first() == Some(&threads.to_string().as_str())
+                    && w.contains(&"qspinlock")
+                    && w.contains(&"ttas")
+                    && w.contains(&shown.as_str())
+            }),
+            "no table row for {threads} threads with {shown}:\n{t}"
+        );
+    }
+    let s = &v["verdict_summary"];
+    assert_eq!(s["won"].as_u64().unwrap() + s["lost"].as_u64().unwrap(), 2);
+}
+
+#[test]
+fn no_default_lock_or_no_peer_is_one_line() {
+    let args = [
+        &["mutex", "--locks", "pthread,ttas", "--threads", "2"],
+        TINY,
+    ]
+    .concat();
+    let (t, v) = bench("nodefault", &args);
+    assert!(
+        t.contains("klock vs best peer: no verdict: klock's default lock (mutex) did not run"),
+        "{t}"
+    );
+    assert_eq!(v["verdict"].as_array().unwrap().len(), 0);
+    assert!(v["verdict_note"].is_string());
+    let args = [
+        &["mutex", "--locks", "mutex,mutex-nospin", "--threads", "2"],
+        TINY,
+    ]
+    .concat();
+    let (t, v) = bench("nopeer", &args);
+    assert!(t.contains("no verdict: no peer ran"), "{t}");
+    assert_eq!(v["verdict"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn uncontended_verdict_has_one_row_per_kind() {
+    let args = [
+        &[
+            "uncontended",
+            "--locks",
+            "qspinlock,ttas,ticket,mutex,std-mutex",
+        ],
+        TINY,
+    ]
+    .concat();
+    let (t, v) = bench("unc", &args);
+    assert!(t.contains("klock vs best peer, uncontended"), "{t}");
+    assert!(t.contains("within 10%"), "{t}");
+    let rows = v["verdict"].as_array().unwrap();
+    let kinds: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["kind"].as_str().unwrap(),
+                r["klock_lock"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(kinds, [("spinlock", "qspinlock"), ("mutex", "mutex")]);
+    assert_eq!(rows[1]["peer_lock"], "std-mutex");
+    assert!(["ttas", "ticket"].contains(&rows[0]["peer_lock"].as_str().unwrap()));
+    for r in rows {
+        let ratio = f(&r["peer_ns_per_op"]) / f(&r["klock_ns_per_op"]);
+        assert!((f(&r["ratio"]) - ratio).abs() < 1e-9 * ratio, "{r}");
+        assert!(r["within_10pct"].is_boolean());
+    }
+}
+
+#[test]
+fn treelock_verdict_names_klocks_best_default_per_row() {
+    let args = [
+        &[
+            "treelock",
+            "--locks",
+            "qspinlock,qrwlock,std-mutex",
+            "--threads",
+            "1,4",
+        ],
+        TINY,
+    ]
+    .concat();
+    let (t, v) = bench("tree", &args);
+    assert!(t.contains("klock vs best peer"), "{t}");
+    assert!(t.contains("geomean of ratios at 4 threads"), "{t}");
+    let results = v["results"].as_array().unwrap();
+    let kops = |id: &str, th: u64| {
+        f(&results
+            .iter()
+            .find(|x| x["id"] == id && x["threads"] == th)
+            .unwrap()["kops_mean"])
+    };
+    let rows = v["verdict"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        let th = r["threads"].as_u64().unwrap();
+        let best = kops("qspinlock", th).max(kops("qrwlock", th));
+        let named = r["klock_lock"].as_str().unwrap();
+        assert!(["qspinlock", "qrwlock"].contains(&named), "{r}");
+        assert_eq!(kops(named, th), best, "{r}");
+        assert_eq!(f(&r["klock_kops"]), best, "{r}");
+        assert_eq!(r["peer_lock"], "std-mutex");
+    }
+}
