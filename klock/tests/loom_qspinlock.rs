@@ -227,7 +227,7 @@ fn two_threads() {
 /// hand-over wait in step 1 is reached and terminates.
 #[test]
 fn two_threads_two_rounds_default_pending_loops() {
-    let cov = model::<klock::RawQSpinLock>(&[part(2), part(1)]);
+    let cov = model::<klock::qspinlock::RawQSpinLockNative>(&[part(2), part(1)]);
     assert!(cov.pending_taken.load(Relaxed) > 0);
 }
 
