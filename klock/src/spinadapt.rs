@@ -36,15 +36,18 @@
 //! if it was more than [`SPIN_MARGIN_PCT`]% faster: a tie goes to sleeping,
 //! which does the same work with one CPU instead of two (spinners keep a
 //! second CPU busy) and leaves the other to the rest of the program. On
-//! the 2-vCPU development host the two modes often measured within 10% of
-//! each other in one 5 ms window while sleeping was faster over the whole
-//! run, and the old rule (a tie kept spinning) cost `mutex` up to 30%
-//! against `mutex-nospin` at 2–16 threads. Where spinning wins it wins by
+//! the 2-vCPU development host the two modes mostly tie in `bench mutex`
+//! (always spinning did 0.85–1.11× sleeping at 2, 8, 16 and 32 threads,
+//! 0.62× at 4), and the old rule (a tie kept spinning) reached a spin
+//! verdict in 9 of 10 contended cells of two sittings; this one, in 2 of
+//! 10. Where spinning wins it wins by
 //! far more than the margin (1.7× at 16 threads with near vCPUs, 1.8× with
-//! 2 µs critical sections), so those verdicts do not change. A lock that
-//! is barely contended runs equally fast either way and so sleeps when
-//! contended; one that was not contended at all during a run is not tested
-//! again until it is, and spins meanwhile. A test spends
+//! 2 µs critical sections), so those verdicts should stand (not measured
+//! again under this rule). The price: a lock that is barely contended runs
+//! equally fast either way, so it now sleeps when contended, and those few
+//! contended acquisitions wait for a wake-up (microseconds) where spinning
+//! would have taken the lock sooner. One that was not contended at all
+//! during a run is not tested again until it is, and spins meanwhile. A test spends
 //! [`MEASURE_NS`] + [`SETTLE_NS`] in the worse mode: 2.4% of a 250 ms
 //! run, 0.3% of a 2 s one. It costs more than that time share, since
 //! the switches between modes are not free: in 1 s bench runs of a fresh
