@@ -39,7 +39,7 @@
 //! the 2-vCPU development host the two modes mostly tie in `bench mutex`
 //! (always spinning did 0.85–1.11× sleeping at 2, 8, 16 and 32 threads,
 //! 0.62× at 4), and the old rule (a tie kept spinning) reached a spin
-//! verdict in 9 of 10 contended cells of two sittings; this one, in 2 of
+//! verdict in 9 of 10 contended cells of two series; this one, in 2 of
 //! 10. Where spinning wins it wins by
 //! far more than the margin (1.7× at 16 threads with near vCPUs, 1.8× with
 //! 2 µs critical sections), so those verdicts should stand (not measured
