@@ -50,11 +50,9 @@
 //! ```text
 //! fast lock            (0, -)                 -> (me, -)          CAS, acquire; if it finds
 //!                      (0, WW)                -> (me, WW)         a second CAS, acquire
-//! fast unlock          (me, -)                -> (0, -)           CAS, release, trying first
-//!                      (me, WW)               -> (0, WW)          the word the lock was taken
-//!                                                                 from (the guard remembers),
-//!                                                                 then the other; other flags:
-//!                                                                 slow path
+//! fast unlock          (me, F)                -> (0, F)           fetch_sub(me), release; done
+//!                                                                 if F is none or WW, else the
+//!                                                                 slow path below
 //! trylock (slow)       (0, F)                 -> (me, F&WW)       CAS, acquire; not if HANDOFF
 //!                                                                 unless we are the first waiter
 //! pick up              (me, PICKUP|F)         -> (me, F&WW)       CAS, acquire
@@ -62,15 +60,20 @@
 //! starving waiter      (X, F)                 -> (X, F|HANDOFF)   fetch_or, under wait_lock
 //! unlock, W awake      (me, WAITERS|WOKEN)    -> (0, WAITERS|WOKEN)   the fast unlock above:
 //!                                                                 nobody to wake
-//! unlock, W asleep     (me, WAITERS)          -> (0, WAITERS)     CAS, release; then under
+//! unlock, W asleep     (me, WAITERS)          -> (0, WAITERS)     the fast unlock; then under
 //!                      (X, WAITERS)           -> (X, WAITERS|WOKEN)   wait_lock mark W woken
 //!                                                                 (fetch_or) and wake it
 //! W re-arms to sleep   (X, F)                 -> (X, F & !WOKEN)  fetch_and, under wait_lock,
 //!                                                                 before its last trylock
-//! hand-off unlock      (me, HANDOFF|WAITERS)  -> (W, PICKUP|WAITERS|WOKEN)
-//!                                                                 swap under wait_lock, release;
-//!                                                                 then wake W
-//! unlock_fair          (me, WAITERS)          -> (W, PICKUP|WAITERS|WOKEN)   as hand-off
+//! hand-off unlock      (me, HANDOFF|WAITERS|F) -> (0, HANDOFF|WAITERS|F)  the fast unlock:
+//!                                                                 free but reserved for W (only
+//!                                                                 the first waiter's trylock
+//!                                                                 takes a free HANDOFF lock);
+//!                      (0, HANDOFF|WAITERS|F) -> (W, PICKUP|WAITERS|WOKEN)
+//!                                                                 CAS under wait_lock (unless W
+//!                                                                 took it meanwhile); wake W
+//! unlock_fair          (me, WAITERS)          -> (W, PICKUP|WAITERS|WOKEN)   swap under
+//!                                                                 wait_lock, release; wake W
 //! first waiter leaves  (X, F)                 -> (X, F & !WOKEN)  fetch_and, under wait_lock
 //! last waiter leaves   (X, F)                 -> (X, F & PICKUP)  fetch_and, under wait_lock
 //!                                                                 (clears WAITERS, HANDOFF, WOKEN)
@@ -408,15 +411,11 @@ fn tid_of(owner: usize) -> u32 {
 }
 
 /// Guard state of a held [`RawMutexWith`]: the owner identity the lock
-/// was taken with (so unlock needs no thread-local lookup), and whether
-/// the word had an awake first waiter then (`WAITERS|WOKEN`, so unlock
-/// tries that word first). Not `Send`: the mutex is owned by a thread and
-/// must be unlocked by it.
+/// was taken with, so unlock needs no thread-local lookup. Not `Send`: the
+/// mutex is owned by a thread and must be unlocked by it.
 #[derive(Debug)]
 pub struct OwnerGuard {
     id: usize,
-    /// 0 or `WAITERS|WOKEN`: a guess at the flags unlock will find.
-    seen: usize,
     _not_send: PhantomData<*mut ()>,
 }
 
@@ -426,24 +425,11 @@ unsafe impl Sync for OwnerGuard {}
 
 impl OwnerGuard {
     #[inline(always)]
-    fn new(id: usize, seen: usize) -> Self {
+    fn new(id: usize) -> Self {
         Self {
             id,
-            seen,
             _not_send: PhantomData,
         }
-    }
-
-    /// A guard for a lock taken on a slow path: guess the flags from the
-    /// word now (a line we just wrote; only a guess, unlock's CAS checks).
-    #[inline]
-    fn after_slow(id: usize, owner: &AtomicUsize) -> Self {
-        let seen = if owner.load(Relaxed) & WW == WW {
-            WW
-        } else {
-            0
-        };
-        Self::new(id, seen)
     }
 
     /// The owner's tid.
@@ -516,6 +502,10 @@ pub struct RawMutexWith<const SPIN: u8, W: WaitLockRaw = WaitLock> {
     /// Loom only: a deliberately broken unlock (see `set_loom_broken_unlock`).
     #[cfg(loom)]
     loom_broken_unlock: core::sync::atomic::AtomicBool,
+    /// Loom only: a deliberately broken hand-off release (see
+    /// `set_loom_broken_handoff_release`).
+    #[cfg(loom)]
+    loom_broken_handoff: core::sync::atomic::AtomicBool,
 }
 
 /// The mutex following the global spin switch: [`crate::Mutex`]'s raw lock.
@@ -556,6 +546,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             probe: Probe::default(),
             loom_handoff_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
             loom_broken_unlock: core::sync::atomic::AtomicBool::new(false),
+            loom_broken_handoff: core::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -616,7 +607,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         // (0, -) -> (me, -). Acquire pairs with the Release of the previous
         // owner's unlock.
         match self.owner.compare_exchange(0, me, Acquire, Relaxed) {
-            Ok(_) => OwnerGuard::new(me, 0),
+            Ok(_) => OwnerGuard::new(me),
             // Free, with an awake first waiter: (0, WW) -> (me, WW), the
             // common case of many threads on few CPUs. Acquire: as above.
             Err(WW)
@@ -625,11 +616,11 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
                     .compare_exchange(WW, me | WW, Acquire, Relaxed)
                     .is_ok() =>
             {
-                OwnerGuard::new(me, WW)
+                OwnerGuard::new(me)
             }
             Err(_) => {
                 self.lock_slow(me, None);
-                OwnerGuard::after_slow(me, &self.owner)
+                OwnerGuard::new(me)
             }
         }
     }
@@ -640,13 +631,9 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     pub fn raw_try_lock(&self) -> Option<OwnerGuard> {
         let me = my_id();
         // Acquire: as in raw_lock.
-        if self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok() {
-            Some(OwnerGuard::new(me, 0))
-        } else if self.try_lock_slow(me, false) {
-            Some(OwnerGuard::after_slow(me, &self.owner))
-        } else {
-            None
-        }
+        let got = self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok()
+            || self.try_lock_slow(me, false);
+        got.then(|| OwnerGuard::new(me))
     }
 
     /// Acquire the lock unless `deadline_ns` ([`sys::monotonic_ns`] time)
@@ -655,13 +642,9 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     pub fn raw_try_lock_until_ns(&self, deadline_ns: u64) -> Option<OwnerGuard> {
         let me = my_id();
         // Acquire: as in raw_lock.
-        if self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok() {
-            Some(OwnerGuard::new(me, 0))
-        } else if self.lock_slow(me, Some(deadline_ns)) {
-            Some(OwnerGuard::after_slow(me, &self.owner))
-        } else {
-            None
-        }
+        let got = self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok()
+            || self.lock_slow(me, Some(deadline_ns));
+        got.then(|| OwnerGuard::new(me))
     }
 
     /// Release the lock.
@@ -682,25 +665,34 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             return;
         }
         self.count_acquisition();
-        // (me, -) -> (0, -), or (me, WW) -> (0, WW): the first waiter is
-        // awake, nobody to wake. Try the word the lock had when taken (one
-        // failed CAS less in the common case of each); any other word goes
-        // to the slow path, which releases (me, WW) the same way without
-        // touching wait_lock. Release pairs with the Acquire CAS of whoever
-        // takes the lock next.
-        let (me, seen) = (guard.id, guard.seen);
-        match self
-            .owner
-            .compare_exchange(me | seen, seen, Release, Relaxed)
+        let me = guard.id;
+        if cfg!(debug_assertions) {
+            self.assert_owner(me, self.owner.load(Relaxed));
+        }
+        // (me, F) -> (0, F): one unconditional RMW (`lock xadd`), ~1.3 ns
+        // cheaper uncontended than the compare-exchange it replaces, since
+        // the owner field is known to be `me`. Release pairs with the
+        // Acquire CAS of whoever takes the lock next. The flags stay:
+        // with none, or with `WAITERS|WOKEN` (the first waiter is awake),
+        // nobody needs waking and this is all.
+        #[cfg(loom)]
+        let me = if self
+            .loom_broken_handoff
+            .load(core::sync::atomic::Ordering::Relaxed)
         {
-            Ok(_) =>
-            {
-                #[cfg(loom)]
-                if seen == WW {
-                    Probe::hit(&self.probe.woken_skips);
-                }
-            }
-            Err(w) => self.unlock_slow(me, w, false),
+            // BROKEN (loom only): the release also drops HANDOFF, so the
+            // free lock is no longer reserved for the first waiter.
+            me | (self.owner.load(Relaxed) & HANDOFF)
+        } else {
+            me
+        };
+        let flags = self.owner.fetch_sub(me, Release) - me;
+        if flags != 0 && flags != WW {
+            self.unlock_released_slow(flags);
+        }
+        #[cfg(loom)]
+        if flags == WW {
+            Probe::hit(&self.probe.woken_skips);
         }
     }
 
@@ -712,9 +704,9 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     #[inline]
     pub unsafe fn raw_unlock_fair(&self, guard: OwnerGuard) {
         self.count_acquisition();
-        // Release: as in raw_unlock.
+        // (me, -) -> (0, -). Release: as in raw_unlock.
         if let Err(w) = self.owner.compare_exchange(guard.id, 0, Release, Relaxed) {
-            self.unlock_slow(guard.id, w, true);
+            self.unlock_fair_slow(guard.id, w);
         }
     }
 
@@ -1144,50 +1136,100 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         handoff_ns()
     }
 
-    /// Contended unlock: flags are set (or the caller is not the owner).
+    /// Debug check: the lock is held by `me` (not merely handed to it).
+    #[inline(never)]
+    fn assert_owner(&self, me: usize, w: usize) {
+        assert!(
+            w & OWNER_MASK == me && w & PICKUP == 0 && (w & WOKEN == 0 || w & WAITERS != 0),
+            "klock::Mutex: unlock by thread {} which does not own the lock (owner word {:#x}: owner tid {}{})",
+            tid_of(me),
+            w,
+            tid_of(w & OWNER_MASK),
+            if w & PICKUP != 0 { ", handed off" } else { "" }
+        );
+    }
+
+    /// After the fast unlock released `(me, flags) -> (0, flags)` with
+    /// flags other than none or `WAITERS|WOKEN`: wake the sleeping first
+    /// waiter, or, if it demanded a hand-off, hand it the lock.
     #[cold]
     #[inline(never)]
-    fn unlock_slow(&self, me: usize, mut w: usize, fair: bool) {
+    fn unlock_released_slow(&self, flags: usize) {
+        // Here WAITERS without WOKEN (the first waiter sleeps), or HANDOFF.
+        // WOKEN implies WAITERS and the owner held the lock, so PICKUP is
+        // clear: WOKEN without HANDOFF was WW, handled by the caller.
+        debug_assert!(flags & WAITERS != 0 && flags & PICKUP == 0);
+        debug_assert!(flags & HANDOFF != 0 || flags & WOKEN == 0);
+        self.wait_lock.lock();
+        // SAFETY: we hold wait_lock.
+        let head = unsafe { self.list_head() };
+        let mut woke = false;
+        if !head.is_null() {
+            if flags & HANDOFF != 0 {
+                self.hand_over_released(head);
+            }
+            woke = self.mark_woken(head);
+        }
+        // SAFETY: we hold wait_lock.
+        unsafe { self.wait_lock.unlock() };
+        if woke {
+            wake_pending();
+        }
+    }
+
+    /// The lock was released with `HANDOFF` set, `(0, HANDOFF|WAITERS|F)`:
+    /// a free lock that only the first waiter `head` may take (every
+    /// other trylock refuses it, and the fast paths' CASes expect other
+    /// words). Complete the hand-off, `(0, HANDOFF|F) -> (W,
+    /// PICKUP|WAITERS|WOKEN)`, unless `head` took it meanwhile. Caller
+    /// holds wait_lock (so `head` stays first and linked).
+    fn hand_over_released(&self, head: *const Waiter) {
+        // SAFETY: linked waiters are alive (caller holds wait_lock).
+        let id = unsafe { (*head).id };
+        let mut w = self.owner.load(Relaxed);
+        // Only `head` can have taken it (and then cleared HANDOFF), so the
+        // loop ends once the owner field is set or HANDOFF is gone.
+        while w & OWNER_MASK == 0 && w & HANDOFF != 0 {
+            // Relaxed: the release that publishes the critical section is
+            // the fast unlock's RMW; this RMW continues its release
+            // sequence, so the waiter's Acquire pick-up CAS still pairs
+            // with it.
+            match self.owner.compare_exchange_weak(
+                w,
+                id | PICKUP | WAITERS | WOKEN,
+                Relaxed,
+                Relaxed,
+            ) {
+                Ok(_) => {
+                    events::inc(Event::MutexHandoff);
+                    #[cfg(loom)]
+                    Probe::hit(&self.probe.handoffs);
+                    return;
+                }
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// Contended `unlock_fair`: flags are set (or the caller is not the
+    /// owner). Hands the lock to the first waiter if there is one.
+    #[cold]
+    #[inline(never)]
+    fn unlock_fair_slow(&self, me: usize, mut w: usize) {
         loop {
             if cfg!(debug_assertions) {
-                assert!(
-                    w & OWNER_MASK == me && w & PICKUP == 0 && (w & WOKEN == 0 || w & WAITERS != 0),
-                    "klock::Mutex: unlock by thread {} which does not own the lock (owner word {:#x}: owner tid {}{})",
-                    tid_of(me),
-                    w,
-                    tid_of(w & OWNER_MASK),
-                    if w & PICKUP != 0 { ", handed off" } else { "" }
-                );
+                self.assert_owner(me, w);
             }
-            if w & HANDOFF != 0 || (fair && w & WAITERS != 0) {
+            if w & WAITERS != 0 {
                 return self.unlock_handoff(me);
             }
-            // (me, F) -> (0, F & WW). Release pairs with the Acquire CAS of
-            // the next owner (fast path or trylock).
+            // (me, F) -> (0, F & WW). Release: as in raw_unlock.
             match self
                 .owner
                 .compare_exchange_weak(w, w & WW, Release, Relaxed)
             {
-                Ok(_) => break,
+                Ok(_) => return,
                 Err(now) => w = now,
-            }
-        }
-        // WOKEN: the first waiter is awake and re-checks the lock before it
-        // sleeps again (it clears WOKEN first, under wait_lock, and its
-        // trylock then sees this release).
-        #[cfg(loom)]
-        if w & WOKEN != 0 && w & HANDOFF == 0 {
-            Probe::hit(&self.probe.woken_skips);
-        }
-        if w & WW == WAITERS {
-            self.wait_lock.lock();
-            // SAFETY: we hold wait_lock.
-            let head = unsafe { self.list_head() };
-            let woke = !head.is_null() && self.mark_woken(head);
-            // SAFETY: we hold wait_lock.
-            unsafe { self.wait_lock.unlock() };
-            if woke {
-                wake_pending();
             }
         }
     }
@@ -1451,6 +1493,16 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     #[doc(hidden)]
     pub fn set_loom_broken_unlock(&self) {
         self.loom_broken_unlock
+            .store(true, core::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Loom only: make the fast unlock deliberately wrong — it releases a
+    /// lock whose first waiter demanded a hand-off *without* keeping it
+    /// reserved (clears `HANDOFF` with the owner) — so a model can show
+    /// that it catches a stolen hand-off.
+    #[doc(hidden)]
+    pub fn set_loom_broken_handoff_release(&self) {
+        self.loom_broken_handoff
             .store(true, core::sync::atomic::Ordering::Relaxed);
     }
 

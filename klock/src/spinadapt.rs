@@ -32,11 +32,22 @@
 //!
 //! and keeps the faster mode for the next run: [`RUN_NS`], doubled after
 //! each test that agrees with the one before, up to [`MAX_RUN_NS`], and
-//! back to [`RUN_NS`] when a test changes its mind. Spinning loses only if
-//! sleeping was more than [`NOSPIN_MARGIN_PCT`]% faster (a tie keeps the
-//! kernel's behaviour). A lock that is barely contended runs equally fast
-//! either way and keeps spinning; one that was not contended at all during
-//! a run is not tested again until it is. A test spends
+//! back to [`RUN_NS`] when a test changes its mind. Spinning is kept only
+//! if it was more than [`SPIN_MARGIN_PCT`]% faster: a tie goes to sleeping,
+//! which does the same work with one CPU instead of two (spinners keep a
+//! second CPU busy) and leaves the other to the rest of the program. On
+//! the 2-vCPU development host the two modes mostly tie in `bench mutex`
+//! (always spinning did 0.85–1.11× sleeping at 2, 8, 16 and 32 threads,
+//! 0.62× at 4), and the old rule (a tie kept spinning) reached a spin
+//! verdict in 9 of 10 contended cells of two series; this one, in 2 of
+//! 10. Where spinning wins it wins by
+//! far more than the margin (1.7× at 16 threads with near vCPUs, 1.8× with
+//! 2 µs critical sections), so those verdicts should stand (not measured
+//! again under this rule). The price: a lock that is barely contended runs
+//! equally fast either way, so it now sleeps when contended, and those few
+//! contended acquisitions wait for a wake-up (microseconds) where spinning
+//! would have taken the lock sooner. One that was not contended at all
+//! during a run is not tested again until it is, and spins meanwhile. A test spends
 //! [`MEASURE_NS`] + [`SETTLE_NS`] in the worse mode: 2.4% of a 250 ms
 //! run, 0.3% of a 2 s one. It costs more than that time share, since
 //! the switches between modes are not free: in 1 s bench runs of a fresh
@@ -64,8 +75,8 @@ pub const RUN_NS: u64 = 250_000_000;
 /// The longest run (ns), reached by doubling [`RUN_NS`] while successive
 /// tests agree.
 pub const MAX_RUN_NS: u64 = 2_000_000_000;
-/// Spinning is turned off only if sleeping was this much faster (%).
-pub const NOSPIN_MARGIN_PCT: u64 = 10;
+/// Spinning is kept only if it was this much faster than sleeping (%).
+pub const SPIN_MARGIN_PCT: u64 = 10;
 
 const RUN: u8 = 0;
 const SETTLE_SPIN: u8 = 1;
@@ -92,9 +103,10 @@ pub fn set_enabled(on: bool) {
 /// What a checkpoint decided (for the caller's event counters).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// Spinning won (or tied): keep it for the next run.
+    /// Spinning won by more than [`SPIN_MARGIN_PCT`]: keep it for the next run.
     Spin,
-    /// Sleeping was faster: no spinning for the next run.
+    /// Sleeping was faster, or spinning not faster by the margin: no
+    /// spinning for the next run.
     NoSpin,
 }
 
@@ -227,7 +239,7 @@ impl SpinAdapt {
                 self.nospin_rate.store(nospin, Relaxed);
                 let spin = self.spin_rate.load(Relaxed);
                 let keep_spinning =
-                    nospin.saturating_mul(100) <= spin.saturating_mul(100 + NOSPIN_MARGIN_PCT);
+                    spin.saturating_mul(100) > nospin.saturating_mul(100 + SPIN_MARGIN_PCT);
                 self.spin.store(keep_spinning, Relaxed);
                 self.seen.store(false, Relaxed);
                 let verdict = if keep_spinning { SPIN } else { NOSPIN };
@@ -311,13 +323,17 @@ mod tests {
     }
 
     #[test]
-    fn spinning_faster_or_a_tie_keeps_spinning() {
+    fn spinning_faster_by_the_margin_keeps_spinning_and_a_tie_sleeps() {
         let a = SpinAdapt::new();
         let (d, t, c) = cycle(&a, 0, 0, 6_500_000, 4_000_000);
         assert_eq!(d, Decision::Spin);
         assert!(a.spin());
-        // Sleeping 5% faster is within the margin.
-        let (d, _, _) = cycle(&a, t, c, 4_000_000, 4_200_000);
+        // Spinning 5% faster is within the margin: sleep.
+        let (d, t, c) = cycle(&a, t, c, 4_200_000, 4_000_000);
+        assert_eq!(d, Decision::NoSpin);
+        assert!(!a.spin());
+        // Spinning 15% faster is beyond it.
+        let (d, _, _) = cycle(&a, t, c, 4_600_000, 4_000_000);
         assert_eq!(d, Decision::Spin);
     }
 
@@ -340,8 +356,9 @@ mod tests {
     fn the_count_wraps_and_a_slow_lock_still_decides() {
         let a = SpinAdapt::new();
         // Start near u32::MAX, at 10,000 acquisitions a second.
+        // Equal rates: a tie, which sleeps.
         let (d, _, _) = cycle(&a, 0, u32::MAX - 3 * CHECK_EVERY, 10_000, 10_000);
-        assert_eq!(d, Decision::Spin);
+        assert_eq!(d, Decision::NoSpin);
         let (s, n) = a.last_rates();
         assert!(
             (9_000..11_000).contains(&s) && (9_000..11_000).contains(&n),

@@ -348,3 +348,78 @@ fn sleep_three_threads_two_rounds() {
     );
     assert!(cov.wakes_of_sleepers.load(Relaxed) > 0);
 }
+
+/// The fast unlock releases with one `fetch_sub`, so a hand-off passes
+/// through a free lock, `(0, HANDOFF|WAITERS)`, before the unlocker's slow
+/// path names the first waiter (`PICKUP`). Nobody else may take the lock
+/// in that window: a holder that saw `HANDOFF` before unlocking and locks
+/// again at once must find that the waiter has had its turn. With
+/// `broken` the release drops `HANDOFF` (the reservation), and loom must
+/// find the re-lock that steals the lock.
+fn handoff_release_model(broken: bool) -> std::sync::Arc<Coverage> {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    builder().check(move || {
+        let m = Arc::new(RawMutexWith::<NO_OWNER_SPIN, YieldLock>::new());
+        m.set_loom_handoff_ns(0);
+        if broken {
+            m.set_loom_broken_handoff_release();
+        }
+        let data = Arc::new(UnsafeCell::new(0u32));
+        let bump = |data: &UnsafeCell<u32>| {
+            let v = data.with(|p| unsafe { *p });
+            data.with_mut(|p| unsafe { *p = v + 1 });
+            v
+        };
+        let g = m.raw_lock();
+        let h = {
+            let (m, data) = (m.clone(), data.clone());
+            loom::thread::spawn(move || {
+                let g = m.raw_lock();
+                bump(&data);
+                unsafe { m.raw_unlock(g) };
+            })
+        };
+        bump(&data);
+        // We own the lock: HANDOFF, once seen, stays until the waiter
+        // picks the lock up.
+        let reserved = m.word() & klock::mutex::HANDOFF != 0;
+        unsafe { m.raw_unlock(g) };
+        let g = m.raw_lock();
+        let before = bump(&data);
+        unsafe { m.raw_unlock(g) };
+        if reserved {
+            assert_eq!(before, 2, "the re-lock overtook a demanded hand-off");
+        }
+        h.join().unwrap();
+        assert_eq!(data.with(|p| unsafe { *p }), 3);
+        assert_eq!(m.word(), 0, "owner word not clean");
+        assert!(m.wait_list_is_empty(), "wait list not empty");
+        c.add(m.probe());
+    });
+    eprintln!("coverage: {cov:?}");
+    cov
+}
+
+#[test]
+fn handoff_release_stays_reserved() {
+    let cov = handoff_release_model(false);
+    assert!(cov.handoff_requests.load(Relaxed) > 0);
+    assert!(cov.handoffs.load(Relaxed) > 0);
+    assert!(cov.pickups.load(Relaxed) > 0);
+}
+
+#[test]
+fn broken_handoff_release_is_caught() {
+    let r = std::panic::catch_unwind(|| {
+        handoff_release_model(true);
+    });
+    let err = r.expect_err("loom should have found the stolen hand-off");
+    let msg = err
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    eprintln!("broken hand-off release: {msg}");
+    assert!(msg.contains("overtook"), "failed for another reason: {msg}");
+}
