@@ -58,10 +58,10 @@
 //! # The count word (64 bits)
 //!
 //! ```text
-//!  63          62 ..................... 8   7 .. 3    2         1         0
-//! +-------------+--------------------------+-------+---------+---------+---------------+
-//! | READ_FAILED |   reader count           |   0   | HANDOFF | WAITERS | WRITER_LOCKED |
-//! +-------------+--------------------------+-------+---------+---------+---------------+
+//!  63          62 ..................... 8   7 .. 4    3            2         1         0
+//! +-------------+--------------------------+-------+--------------+---------+---------+---------------+
+//! | READ_FAILED |   reader count           |   0   | WRITER_WOKEN | HANDOFF | WAITERS | WRITER_LOCKED |
+//! +-------------+--------------------------+-------+--------------+---------+---------+---------------+
 //! ```
 //!
 //! * [`WRITER_LOCKED`]: a writer holds the lock.
@@ -70,6 +70,13 @@
 //!   non-empty, `WAITERS` is set.
 //! * [`HANDOFF`]: the first waiter has waited too long; nobody but it (a
 //!   writer) or a grant to it (readers) may take the lock.
+//! * [`WRITER_WOKEN`]: the writer at the front was woken and has not yet
+//!   looked at the lock again; unlocks leave it alone instead of taking
+//!   `wait_lock` to wake it a second time (it drops the bit with an RMW
+//!   before its trylock, so an unlock after that wakes it). With many
+//!   threads, readers backing out of a failed fast path each took
+//!   `wait_lock` to wake that writer again: about a quarter of
+//!   `rwsem-rate`'s samples at 16 threads.
 //! * reader count, in units of [`READER_BIAS`]: readers holding the lock,
 //!   plus readers briefly probing it (a probe that fails backs out).
 //! * [`READ_FAILED`]: the reader count overflowed into the top bit; read
@@ -109,7 +116,8 @@
 //! read wake       (r, 0, F)        -> (r, 0, F[-W if list empties])
 //!                                                        under wait_lock, relaxed: n younger readers
 //!                                                        unlinked and woken; each then probes
-//! read unlock     (r, 0, F)        -> (r-1, 0, F)        fetch_sub, release; (0,0,W..): wake front
+//! read unlock     (r, 0, F)        -> (r-1, 0, F)        fetch_sub, release; (0,0,W) without
+//!                                                        WRITER_WOKEN: wake front
 //! write fast      (0, 0, -)        -> (0, 1, -)          CAS, acquire
 //! write try       (0, 0, F)        -> (0, 1, F-HANDOFF)  CAS, acquire; not if HANDOFF unless we are
 //!                                                        the first waiter
@@ -124,7 +132,9 @@
 //! write unlock    (0, 1, F|W)      -> (0, 0, F|W)        fetch_sub, release; a writer at the
 //!   + wake                                               front: wake it (under wait_lock) if free
 //! downgrade       (0, 1, F)        -> (1, 0, F)          fetch_add, release; W: grant front readers
-//! queue / leave   (.., F)          -> (.., F|W) / (.., F-W-HANDOFF)   under wait_lock, relaxed
+//! queue / leave   (.., F)          -> (.., F|W) / (.., F-W-HANDOFF-WOKEN)   under wait_lock, relaxed
+//! wake writer     (.., F|W)        -> (.., F|W|WOKEN)    under wait_lock, relaxed; the woken
+//!                                                        writer clears it (RMW) before its trylock
 //! hand-off req.   (.., F)          -> (.., F|HANDOFF)    under wait_lock, relaxed
 //! ```
 //!
@@ -207,6 +217,13 @@ pub const WRITER_LOCKED: u64 = 1 << 0;
 pub const WAITERS: u64 = 1 << 1;
 /// Count word: the first waiter demands the lock.
 pub const HANDOFF: u64 = 1 << 2;
+/// Count word: the writer at the front of the queue has been woken and
+/// has not yet looked at the lock again, so unlocks need not wake it
+/// (set by its waker and cleared by that writer, under `wait_lock`).
+pub const WRITER_WOKEN: u64 = 1 << 3;
+/// An unlock leaving the count at exactly `WAITERS` under this mask wakes
+/// the front waiter.
+const WAKE_MASK: u64 = READER_MASK | WRITER_LOCKED | WAITERS | WRITER_WOKEN;
 /// Position of the reader count.
 pub const READER_SHIFT: u32 = 8;
 /// One reader.
@@ -567,6 +584,9 @@ pub mod broken {
     /// A reader woken to compete takes the lock without looking at it
     /// (as if it had been granted).
     pub const COMPETE_AS_GRANT: u8 = 8;
+    /// A woken writer never clears `WRITER_WOKEN`: once woken, unlocks
+    /// stop waking it (a lost wake-up).
+    pub const WOKEN_NEVER_CLEARED: u8 = 9;
 }
 
 impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, ADAPTIVE, W> {
@@ -698,7 +718,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 "klock::RwSem: read unlock of a lock with no readers (count {old:#x})"
             );
         }
-        if (old - READER_BIAS) & (READER_MASK | WRITER_LOCKED | WAITERS) == WAITERS {
+        if (old - READER_BIAS) & WAKE_MASK == WAITERS {
             self.unlock_wake();
         }
     }
@@ -730,7 +750,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         // Relaxed: we acquired nothing; release sequences are unbroken
         // (an RMW), so acquirers still synchronise with earlier releases.
         let old = self.count.fetch_sub(READER_BIAS, Relaxed);
-        if (old - READER_BIAS) & (READER_MASK | WRITER_LOCKED | WAITERS) == WAITERS {
+        if (old - READER_BIAS) & WAKE_MASK == WAITERS {
             self.unlock_wake();
         }
     }
@@ -1122,9 +1142,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                     self.write_unlock_queued();
                     return;
                 }
-                // (0,1,F) -> (0,0,F). Release as above.
-                self.count.fetch_sub(WRITER_LOCKED, Release);
-                self.unlock_wake();
+                // (0,1,F) -> (0,0,F). Release as above. A front writer
+                // already woken looks at the lock again after this RMW
+                // (it clears WRITER_WOKEN with an RMW before its trylock):
+                // no second wake-up, and no wait_lock round trip.
+                let old = self.count.fetch_sub(WRITER_LOCKED, Release);
+                if old & WRITER_WOKEN == 0 {
+                    self.unlock_wake();
+                }
                 return;
             }
             match self
@@ -1332,6 +1357,15 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             // Re-arm before the trylock: a later unlock wakes us (under
             // wait_lock, so after this store).
             waiter.state.store(W_WAITING, Relaxed);
+            // Only the front writer is woken. Drop WRITER_WOKEN before the
+            // trylock, by an RMW: an unlock ordered before it is seen by
+            // the trylock, one after it sees the bit clear and wakes us.
+            if first
+                && self.count.load(Relaxed) & WRITER_WOKEN != 0
+                && !self.is_broken(broken::WOKEN_NEVER_CLEARED)
+            {
+                self.count.fetch_and(!WRITER_WOKEN, Relaxed);
+            }
             if self.try_write(first) {
                 break true;
             }
@@ -1358,10 +1392,16 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
 
         // Holding wait_lock: unlink ourselves.
         if acquired {
-            // A HANDOFF of ours was cleared by our trylock's CAS.
-            if unsafe { self.list_remove(wp) } {
-                // Relaxed: both flags only change under wait_lock.
-                self.count.fetch_and(!(WAITERS | HANDOFF), Relaxed);
+            // A HANDOFF of ours was cleared by our trylock's CAS; a
+            // WRITER_WOKEN is ours (we are first) and goes now.
+            let clear = if unsafe { self.list_remove(wp) } {
+                WAITERS | HANDOFF | WRITER_WOKEN
+            } else {
+                WRITER_WOKEN
+            };
+            if self.count.load(Relaxed) & clear != 0 {
+                // Relaxed: these flags only change under wait_lock.
+                self.count.fetch_and(!clear, Relaxed);
             }
         } else {
             // SAFETY: we hold wait_lock and are linked.
@@ -1912,6 +1952,12 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
 
     /// Wake writer `w` (under wait_lock: it cannot unlink and vanish).
     fn wake(&self, w: &Waiter) {
+        // Unlocks stop waking it until it clears the bit (write_sleep).
+        // Relaxed: set and cleared under wait_lock; unlockers read it in
+        // their own RMW.
+        if self.count.load(Relaxed) & WRITER_WOKEN == 0 {
+            self.count.fetch_or(WRITER_WOKEN, Relaxed);
+        }
         // Release pairs with the waiter's Acquire load in park.
         if w.state.swap(W_WOKEN, Release) == W_PARKED {
             events::inc(Event::RwsemWakeWriter);
@@ -1931,11 +1977,12 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     unsafe fn leave(&self, w: *const Waiter) {
         let was_first = unsafe { self.list_head() } == w;
         if unsafe { self.list_remove(w) } {
-            // Relaxed: both flags only change under wait_lock.
-            self.count.fetch_and(!(WAITERS | HANDOFF), Relaxed);
+            // Relaxed: these flags only change under wait_lock.
+            self.count
+                .fetch_and(!(WAITERS | HANDOFF | WRITER_WOKEN), Relaxed);
         } else if was_first {
-            // A HANDOFF belonged to the leaving first waiter.
-            self.count.fetch_and(!HANDOFF, Relaxed);
+            // A HANDOFF or WRITER_WOKEN belonged to the leaving first waiter.
+            self.count.fetch_and(!(HANDOFF | WRITER_WOKEN), Relaxed);
             #[cfg(loom)]
             Probe::hit(&self.probe.wake_next_on_leave);
             unsafe { self.wake_front(true) };
@@ -2315,7 +2362,7 @@ mod tests {
     fn word_layout() {
         assert_eq!(READER_MASK >> READER_SHIFT, (1 << 55) - 1);
         assert_eq!(
-            READER_MASK & (WRITER_LOCKED | WAITERS | HANDOFF | READ_FAILED),
+            READER_MASK & (WRITER_LOCKED | WAITERS | HANDOFF | WRITER_WOKEN | READ_FAILED),
             0
         );
         assert_eq!(OWNER_FLAGS, 0b111);

@@ -790,3 +790,54 @@ fn broken_compete_as_grant_is_caught() {
         },
     );
 }
+
+// ---------------------------------------------------------------------------
+// WRITER_WOKEN: unlocks do not wake a front writer that was woken and has not
+// looked at the lock again; it clears the bit (an RMW) before its trylock.
+
+/// A writer queued behind the main thread's write lock can be woken, lose
+/// the lock to the main thread reading (a spinning reader takes a free lock
+/// past the waiters bit), and sleep again through that read phase: the
+/// read unlock must wake it a second time.
+#[test]
+fn woken_writer_is_woken_again() {
+    let cov = model::<ON, OFF>(true, Some(Part::Read), &[Part::Write], 0);
+    assert!(cov.wakes_of_sleepers.load(Relaxed) > 0);
+}
+
+/// The model can fail: a writer that never clears `WRITER_WOKEN` is never
+/// woken again after its first wake-up (loom finds the deadlock; run in a
+/// child process, as above).
+#[test]
+fn broken_woken_never_cleared_is_caught() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "broken_woken_never_cleared_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .output()
+        .expect("cannot run the child test");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the broken model passed");
+    assert!(
+        err.contains("deadlock"),
+        "failed, but not by the lost wake-up: {err}"
+    );
+    eprintln!("broken variant rejected: loom found the deadlock");
+}
+
+/// The child of [`broken_woken_never_cleared_is_caught`].
+#[test]
+#[ignore = "run by broken_woken_never_cleared_is_caught in a child process"]
+fn broken_woken_never_cleared_child() {
+    model::<ON, OFF>(
+        true,
+        Some(Part::Read),
+        &[Part::Write],
+        broken::WOKEN_NEVER_CLEARED,
+    );
+}
