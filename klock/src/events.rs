@@ -252,6 +252,14 @@ lock_events! {
         /// at the front, because they had waited past their bound (one
         /// count per unlock).
         RwsemUnlockGrantSkip = "grant_skip",
+        /// Queued readers woken to compete for the lock instead of being
+        /// granted it (one count per reader).
+        RwsemWakeCompete = "wake_compete",
+        /// A reader woken to compete took the lock.
+        RwsemRlockWoken = "rlock_woken",
+        /// A reader woken to compete found a writer or a hand-off and
+        /// queued again.
+        RwsemRlockRequeue = "rlock_requeue",
     }
 }
 

@@ -20,8 +20,18 @@
 //! in `rwsem-pagefault` when the group wake-up replaced them).
 //! A wake-up of readers takes all
 //! queued readers (skipping writers, at most [`MAX_READERS_WAKEUP`]) and
+//! unlinks them. If the first of them has waited [`reader_grant_ns`]
+//! (default: the hand-off bound, 4 ms) or asked for a hand-off, it
 //! *grants* them the lock (adds their reader counts on their behalf, the
-//! kernel's `rwsem_mark_wake`): a woken reader returns owning it. Writers
+//! kernel's `rwsem_mark_wake`): a woken reader returns owning it. Before
+//! that it only wakes them to **compete** for it: each probes the lock
+//! (past `WAITERS`, never past a writer or a hand-off) and, beaten by a
+//! writer, queues again with its first queueing time. A granted reader
+//! owns the lock from the grant until the scheduler has run it; with more
+//! threads than CPUs that took about 30 µs a reader in `rwsem-pagefault`
+//! at 16 threads on 2 CPUs, during which the lock was held by threads
+//! that were not running and every other locker queued behind them (see
+//! the README). Writers
 //! are woken one at a time, in queue order, and take the lock themselves.
 //! A first waiter that has waited longer than [`wait_timeout_ns`] sets
 //! `HANDOFF`: from then on only it may take the lock.
@@ -48,10 +58,10 @@
 //! # The count word (64 bits)
 //!
 //! ```text
-//!  63          62 ..................... 8   7 .. 3    2         1         0
-//! +-------------+--------------------------+-------+---------+---------+---------------+
-//! | READ_FAILED |   reader count           |   0   | HANDOFF | WAITERS | WRITER_LOCKED |
-//! +-------------+--------------------------+-------+---------+---------+---------------+
+//!  63          62 ..................... 8   7 .. 4    3            2         1         0
+//! +-------------+--------------------------+-------+--------------+---------+---------+---------------+
+//! | READ_FAILED |   reader count           |   0   | WRITER_WOKEN | HANDOFF | WAITERS | WRITER_LOCKED |
+//! +-------------+--------------------------+-------+--------------+---------+---------+---------------+
 //! ```
 //!
 //! * [`WRITER_LOCKED`]: a writer holds the lock.
@@ -60,6 +70,13 @@
 //!   non-empty, `WAITERS` is set.
 //! * [`HANDOFF`]: the first waiter has waited too long; nobody but it (a
 //!   writer) or a grant to it (readers) may take the lock.
+//! * [`WRITER_WOKEN`]: the writer at the front was woken and has not yet
+//!   looked at the lock again; unlocks leave it alone instead of taking
+//!   `wait_lock` to wake it a second time (it drops the bit with an RMW
+//!   before its trylock, so an unlock after that wakes it). With many
+//!   threads, readers backing out of a failed fast path each took
+//!   `wait_lock` to wake that writer again: about a quarter of
+//!   `rwsem-rate`'s samples at 16 threads.
 //! * reader count, in units of [`READER_BIAS`]: readers holding the lock,
 //!   plus readers briefly probing it (a probe that fails backs out).
 //! * [`READ_FAILED`]: the reader count overflowed into the top bit; read
@@ -95,7 +112,12 @@
 //!                                                        front readers (under wait_lock)
 //! read grant      (r, 0, F)        -> (r+n, 0, F-HANDOFF[-W if list empties])
 //!                                                        CAS under wait_lock, acquire, for n queued readers
-//! read unlock     (r, 0, F)        -> (r-1, 0, F)        fetch_sub, release; (0,0,W..): wake front
+//!                                                        that waited reader_grant_ns (or HANDOFF)
+//! read wake       (r, 0, F)        -> (r, 0, F[-W if list empties])
+//!                                                        under wait_lock, relaxed: n younger readers
+//!                                                        unlinked and woken; each then probes
+//! read unlock     (r, 0, F)        -> (r-1, 0, F)        fetch_sub, release; (0,0,W) without
+//!                                                        WRITER_WOKEN: wake front
 //! write fast      (0, 0, -)        -> (0, 1, -)          CAS, acquire
 //! write try       (0, 0, F)        -> (0, 1, F-HANDOFF)  CAS, acquire; not if HANDOFF unless we are
 //!                                                        the first waiter
@@ -104,10 +126,15 @@
 //!   + grant                                              under wait_lock, one CAS, release: readers
 //!                                                        at the front, or behind a front writer
 //!                                                        after reader_wait_ns (no HANDOFF set)
+//! write unlock    (0, 1, F|W)      -> (0, 0, F[-W if list empties])
+//!   + wake                                               as the grant, for readers at the front
+//!                                                        that have not waited reader_grant_ns
 //! write unlock    (0, 1, F|W)      -> (0, 0, F|W)        fetch_sub, release; a writer at the
 //!   + wake                                               front: wake it (under wait_lock) if free
 //! downgrade       (0, 1, F)        -> (1, 0, F)          fetch_add, release; W: grant front readers
-//! queue / leave   (.., F)          -> (.., F|W) / (.., F-W-HANDOFF)   under wait_lock, relaxed
+//! queue / leave   (.., F)          -> (.., F|W) / (.., F-W-HANDOFF-WOKEN)   under wait_lock, relaxed
+//! wake writer     (.., F|W)        -> (.., F|W|WOKEN)    under wait_lock, relaxed; the woken
+//!                                                        writer clears it (RMW) before its trylock
 //! hand-off req.   (.., F)          -> (.., F|HANDOFF)    under wait_lock, relaxed
 //! ```
 //!
@@ -190,6 +217,13 @@ pub const WRITER_LOCKED: u64 = 1 << 0;
 pub const WAITERS: u64 = 1 << 1;
 /// Count word: the first waiter demands the lock.
 pub const HANDOFF: u64 = 1 << 2;
+/// Count word: the writer at the front of the queue has been woken and
+/// has not yet looked at the lock again, so unlocks need not wake it
+/// (set by its waker and cleared by that writer, under `wait_lock`).
+pub const WRITER_WOKEN: u64 = 1 << 3;
+/// An unlock leaving the count at exactly `WAITERS` under this mask wakes
+/// the front waiter.
+const WAKE_MASK: u64 = READER_MASK | WRITER_LOCKED | WAITERS | WRITER_WOKEN;
 /// Position of the reader count.
 pub const READER_SHIFT: u32 = 8;
 /// One reader.
@@ -234,6 +268,16 @@ pub const DEFAULT_WAIT_TIMEOUT_NS: u64 = 4_000_000;
 /// hand-off bounds the wait. A finite bound makes the rwsem fairer to
 /// readers at a large cost in throughput (see the README).
 pub const DEFAULT_READER_WAIT_NS: u64 = u64::MAX;
+/// Default for [`reader_grant_ns`]: readers at the front of the queue are
+/// woken to compete for the lock until they have waited the hand-off bound
+/// ([`DEFAULT_WAIT_TIMEOUT_NS`]); then they are granted it. Under loom, 0
+/// (always grant: the models of the grant keep their meaning; the models
+/// of the competing wake-up set their lock's bound).
+pub const DEFAULT_READER_GRANT_NS: u64 = if cfg!(loom) {
+    0
+} else {
+    DEFAULT_WAIT_TIMEOUT_NS
+};
 pub use crate::oncpu::MAX_OWNER_BUDGETS;
 
 /// Per-lock switch value: follow the global switch.
@@ -267,6 +311,7 @@ static GLOBAL_ADAPTIVE: Switch = Switch::new("KLOCK_RWSEM_ADAPTIVE");
 static WAIT_TIMEOUT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_WAIT_TIMEOUT_NS);
 static READER_WAIT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_READER_WAIT_NS);
 static READER_WAIT_ENV: std::sync::Once = std::sync::Once::new();
+static READER_GRANT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_READER_GRANT_NS);
 
 /// The global reader-spinning switch, for locks whose `RSPIN` is
 /// [`GLOBAL`] (the default [`crate::RwSem`]). On unless
@@ -341,6 +386,24 @@ pub fn set_reader_wait_ns(ns: u64) {
     READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
 }
 
+/// The reader grant bound (ns): a wake-up of readers at the front of the
+/// queue *grants* them the lock (they return owning it, the kernel's
+/// `rwsem_mark_wake`) once the first of them has waited this long, or has
+/// requested a hand-off; before that it only wakes them (unlinked) to
+/// compete for it. A granted reader owns the lock from the grant until it
+/// has run and unlocked, however long the scheduler takes to run it; with
+/// more threads than CPUs that wait dominated (see the README). `0`: always
+/// grant (the kernel's policy); `u64::MAX`: grant only on a hand-off.
+pub fn reader_grant_ns() -> u64 {
+    READER_GRANT.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// Set the reader grant bound (ns) for all rw-semaphores (see
+/// [`reader_grant_ns`]).
+pub fn set_reader_grant_ns(ns: u64) {
+    READER_GRANT.store(ns, core::sync::atomic::Ordering::Relaxed);
+}
+
 #[inline(always)]
 fn my_id() -> usize {
     (thread::current_tid() as usize) << OWNER_SHIFT
@@ -395,6 +458,20 @@ const W_PARKED: u32 = 1;
 const W_WOKEN: u32 = 2;
 /// A reader granted the lock (and unlinked) by a waker.
 const W_GRANTED: u32 = 3;
+/// A reader unlinked and woken by a waker to compete for the lock (not
+/// granted it: see [`reader_grant_ns`]).
+const W_RETRY: u32 = 4;
+
+/// What a queued reader's wait ended with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReadWait {
+    /// Granted: it owns the lock.
+    Granted,
+    /// Woken (and unlinked) to compete for the lock.
+    Retry,
+    /// Its deadline passed (it left the queue).
+    TimedOut,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Role {
@@ -468,6 +545,8 @@ pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = Wa
     #[cfg(loom)]
     loom_reader_wait_ns: core::sync::atomic::AtomicU64,
     #[cfg(loom)]
+    loom_reader_grant_ns: core::sync::atomic::AtomicU64,
+    #[cfg(loom)]
     loom_broken: core::sync::atomic::AtomicU8,
 }
 
@@ -499,6 +578,15 @@ pub mod broken {
     pub const NO_READER_BOUND: u8 = 5;
     /// A stealing reader (`STEAL` mode) ignores `HANDOFF`.
     pub const STEAL_IGNORES_HANDOFF: u8 = 6;
+    /// A wake-up of readers to compete unlinks them but neither marks nor
+    /// wakes them (a lost wake-up: they wait off the list for ever).
+    pub const COMPETE_NO_WAKE: u8 = 7;
+    /// A reader woken to compete takes the lock without looking at it
+    /// (as if it had been granted).
+    pub const COMPETE_AS_GRANT: u8 = 8;
+    /// A woken writer never clears `WRITER_WOKEN`: once woken, unlocks
+    /// stop waking it (a lost wake-up).
+    pub const WOKEN_NEVER_CLEARED: u8 = 9;
 }
 
 impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, ADAPTIVE, W> {
@@ -532,6 +620,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             probe: Probe::default(),
             loom_wait_timeout_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
             loom_reader_wait_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
+            loom_reader_grant_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
             loom_broken: core::sync::atomic::AtomicU8::new(0),
         }
     }
@@ -629,7 +718,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 "klock::RwSem: read unlock of a lock with no readers (count {old:#x})"
             );
         }
-        if (old - READER_BIAS) & (READER_MASK | WRITER_LOCKED | WAITERS) == WAITERS {
+        if (old - READER_BIAS) & WAKE_MASK == WAITERS {
             self.unlock_wake();
         }
     }
@@ -661,7 +750,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         // Relaxed: we acquired nothing; release sequences are unbroken
         // (an RMW), so acquirers still synchronise with earlier releases.
         let old = self.count.fetch_sub(READER_BIAS, Relaxed);
-        if (old - READER_BIAS) & (READER_MASK | WRITER_LOCKED | WAITERS) == WAITERS {
+        if (old - READER_BIAS) & WAKE_MASK == WAITERS {
             self.unlock_wake();
         }
     }
@@ -734,7 +823,35 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 }
             }
         }
-        self.read_sleep(me, saw_rd, deadline)
+        let since = monotonic_ns();
+        loop {
+            match self.read_sleep(me, saw_rd, since, deadline) {
+                ReadWait::Granted => return true,
+                ReadWait::TimedOut => return false,
+                ReadWait::Retry => {
+                    // Woken to a lock no writer held: compete for it as
+                    // the queued reader we were (past `WAITERS`, never past
+                    // a writer or a hand-off). A writer that got in first
+                    // sends us back to the queue, with our first queueing
+                    // time, so the grant bound still counts from there.
+                    let won = if self.is_broken(broken::COMPETE_AS_GRANT) {
+                        self.count.fetch_add(READER_BIAS, Acquire);
+                        true
+                    } else {
+                        self.try_read_unqueued(me)
+                    };
+                    if won {
+                        events::inc(Event::RwsemRlockWoken);
+                        #[cfg(loom)]
+                        Probe::hit(&self.probe.woken_wins);
+                        return true;
+                    }
+                    events::inc(Event::RwsemRlockRequeue);
+                    #[cfg(loom)]
+                    Probe::hit(&self.probe.requeues);
+                }
+            }
+        }
     }
 
     /// A reader that started a read phase (or a writer that downgraded)
@@ -803,17 +920,17 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         }
     }
 
-    /// Queue as a reader and sleep until granted (`true`) or `deadline`
-    /// passes (`false`).
+    /// Queue as a reader (first queued at `since`) and sleep until granted,
+    /// woken to compete, or `deadline` passes.
     #[inline(never)]
-    fn read_sleep(&self, me: usize, saw_rd: bool, deadline: Option<u64>) -> bool {
+    fn read_sleep(&self, me: usize, saw_rd: bool, since: u64, deadline: Option<u64>) -> ReadWait {
         let waiter = Waiter {
             state: AtomicU32::new(W_WAITING),
             links: Links::new(),
             id: me,
             role: Role::Reader,
             saw_rd,
-            since: monotonic_ns(),
+            since,
             #[cfg(loom)]
             thread: loom::thread::current(),
         };
@@ -837,7 +954,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                         events::inc(Event::RwsemRlockFast);
                         #[cfg(loom)]
                         Probe::hit(&self.probe.rlock_fast);
-                        return true;
+                        return ReadWait::Granted;
                     }
                     Err(now) => c = now,
                 }
@@ -862,12 +979,13 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             unsafe { self.wake_front(true) };
         }
 
-        loop {
+        let woke = loop {
             // Holding wait_lock. Acquire pairs with the granter's Release swap.
-            if waiter.state.load(Acquire) == W_GRANTED {
+            let st = waiter.state.load(Acquire);
+            if st == W_GRANTED || st == W_RETRY {
                 // SAFETY: we hold wait_lock.
                 unsafe { self.wl_unlock() };
-                break;
+                break st;
             }
             if cfg!(any(debug_assertions, loom)) {
                 assert!(
@@ -881,7 +999,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 // SAFETY: we hold wait_lock.
                 unsafe { self.wl_unlock() };
                 core::mem::forget(bomb);
-                return false;
+                return ReadWait::TimedOut;
             }
             // Re-arm (only granters change a reader's state, under wait_lock).
             waiter.state.store(W_WAITING, Relaxed);
@@ -889,17 +1007,21 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             unsafe { self.wl_unlock() };
             self.park_counted(&waiter, deadline, Event::RwsemSleepReader);
             // Acquire: as above.
-            if waiter.state.load(Acquire) == W_GRANTED {
+            let st = waiter.state.load(Acquire);
+            if st == W_GRANTED || st == W_RETRY {
                 // The granter touches our state word only under wait_lock
-                // (it marks us granted there) and wakes us through the
-                // lock's `rgate`, so we may return at once.
-                break;
+                // (it marks us there, after unlinking us) and wakes us
+                // through the lock's `rgate`, so we may return at once.
+                break st;
             }
             self.wait_lock.lock();
-        }
+        };
         core::mem::forget(bomb);
+        if woke == W_RETRY {
+            return ReadWait::Retry;
+        }
         events::inc(Event::RwsemRlock);
-        true
+        ReadWait::Granted
     }
 
     // ------------------------------------------------------------------
@@ -1020,9 +1142,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                     self.write_unlock_queued();
                     return;
                 }
-                // (0,1,F) -> (0,0,F). Release as above.
-                self.count.fetch_sub(WRITER_LOCKED, Release);
-                self.unlock_wake();
+                // (0,1,F) -> (0,0,F). Release as above. A front writer
+                // already woken looks at the lock again after this RMW
+                // (it clears WRITER_WOKEN with an RMW before its trylock):
+                // no second wake-up, and no wait_lock round trip.
+                let old = self.count.fetch_sub(WRITER_LOCKED, Release);
+                if old & WRITER_WOKEN == 0 {
+                    self.unlock_wake();
+                }
                 return;
             }
             match self
@@ -1230,6 +1357,15 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             // Re-arm before the trylock: a later unlock wakes us (under
             // wait_lock, so after this store).
             waiter.state.store(W_WAITING, Relaxed);
+            // Only the front writer is woken. Drop WRITER_WOKEN before the
+            // trylock, by an RMW: an unlock ordered before it is seen by
+            // the trylock, one after it sees the bit clear and wakes us.
+            if first
+                && self.count.load(Relaxed) & WRITER_WOKEN != 0
+                && !self.is_broken(broken::WOKEN_NEVER_CLEARED)
+            {
+                self.count.fetch_and(!WRITER_WOKEN, Relaxed);
+            }
             if self.try_write(first) {
                 break true;
             }
@@ -1256,10 +1392,16 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
 
         // Holding wait_lock: unlink ourselves.
         if acquired {
-            // A HANDOFF of ours was cleared by our trylock's CAS.
-            if unsafe { self.list_remove(wp) } {
-                // Relaxed: both flags only change under wait_lock.
-                self.count.fetch_and(!(WAITERS | HANDOFF), Relaxed);
+            // A HANDOFF of ours was cleared by our trylock's CAS; a
+            // WRITER_WOKEN is ours (we are first) and goes now.
+            let clear = if unsafe { self.list_remove(wp) } {
+                WAITERS | HANDOFF | WRITER_WOKEN
+            } else {
+                WRITER_WOKEN
+            };
+            if self.count.load(Relaxed) & clear != 0 {
+                // Relaxed: these flags only change under wait_lock.
+                self.count.fetch_and(!clear, Relaxed);
             }
         } else {
             // SAFETY: we hold wait_lock and are linked.
@@ -1506,6 +1648,15 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         wait_timeout_ns()
     }
 
+    /// The reader grant bound for this lock.
+    #[inline]
+    fn reader_grant(&self) -> u64 {
+        #[cfg(loom)]
+        return crate::sync::loom_tunable(&self.loom_reader_grant_ns, reader_grant_ns);
+        #[cfg(not(loom))]
+        reader_grant_ns()
+    }
+
     /// The reader wait bound for this lock.
     #[inline]
     fn reader_wait(&self) -> u64 {
@@ -1608,8 +1759,12 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             }
             p = w.links.next();
         }
+        // Grant (hand the lock over) only to readers that have waited their
+        // bound, or past a front writer; younger ones are woken to compete.
+        let skip = head != unsafe { self.list_head() };
+        let due = skip || monotonic_ns().saturating_sub(h.since) >= self.reader_grant();
         let mut c = self.count.load(Relaxed);
-        loop {
+        let grant = loop {
             if unlocking {
                 if cfg!(debug_assertions) {
                     assert!(
@@ -1628,23 +1783,48 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 }
                 return;
             }
-            let mut new = c.wrapping_add(n * READER_BIAS) & !HANDOFF;
+            // A reader's hand-off request (HANDOFF with a reader at the
+            // front) is always answered with a grant.
+            let grant = due || c & HANDOFF != 0;
+            let mut new = if grant {
+                c.wrapping_add(n * READER_BIAS) & !HANDOFF
+            } else {
+                c
+            };
             if unlocking {
                 new &= !WRITER_LOCKED;
             }
             if !others {
                 new &= !WAITERS;
             }
+            if new == c {
+                // Waking to compete with others still queued: no change.
+                break grant;
+            }
             // Unlocking: Release (our write section) pairs with the Acquire
             // of the next writer, through the readers' release sequence.
-            // Otherwise: Acquire (for the readers we grant) pairs with the
-            // Release of the last write unlock. Either way the grantees
-            // synchronise with us through their state words.
-            let ord = if unlocking { Release } else { Acquire };
+            // A grant otherwise: Acquire (for the readers we grant) pairs
+            // with the Release of the last write unlock. Either way the
+            // grantees synchronise with us through their state words.
+            // Waking to compete without unlocking only drops WAITERS:
+            // Relaxed (it changes under wait_lock; the woken readers'
+            // own probes acquire).
+            let ord = if unlocking {
+                Release
+            } else if grant {
+                Acquire
+            } else {
+                Relaxed
+            };
             match self.count.compare_exchange_weak(c, new, ord, Relaxed) {
-                Ok(_) => break,
+                Ok(_) => break grant,
                 Err(now) => c = now,
             }
+        };
+        if !grant {
+            // SAFETY: caller holds wait_lock; head is linked.
+            unsafe { self.wake_readers_to_compete(head, n) };
+            return;
         }
         // Owner hint: the first grantee; RD_NONSPINNABLE if it saw it at
         // slow-path entry (adaptive), else cleared.
@@ -1697,6 +1877,49 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         }
     }
 
+    /// Unlink the first `n` queued readers from `head` on and wake them to
+    /// compete for the lock (state `W_RETRY`), without granting it: the
+    /// lock stays with threads that run, instead of being held for readers
+    /// until the scheduler gets to them.
+    ///
+    /// # Safety
+    /// The caller holds wait_lock; `head` is a linked reader.
+    unsafe fn wake_readers_to_compete(&self, head: *const Waiter, n: u64) {
+        let mut p = head;
+        let mut woken = 0;
+        let mut asleep = false;
+        while !p.is_null() && woken < n {
+            // SAFETY: linked waiters are alive; as in grant_readers, the
+            // swap is our last access to a reader.
+            let w = unsafe { &*p };
+            let next = w.links.next();
+            if w.role == Role::Reader {
+                unsafe { self.list_remove(p) };
+                woken += 1;
+                if self.is_broken(broken::COMPETE_NO_WAKE) {
+                    p = next;
+                    continue;
+                }
+                #[cfg(loom)]
+                let t = w.thread.clone();
+                // Release pairs with the reader's Acquire load of its state
+                // (it learns it was unlinked).
+                asleep |= w.state.swap(W_RETRY, Release) == W_PARKED;
+                #[cfg(loom)]
+                t.unpark();
+            }
+            p = next;
+        }
+        if asleep {
+            // As in grant_readers: one FUTEX_WAKE for the group.
+            self.rgate.fetch_add(1, Release);
+            wake_later_n(futex_addr(&self.rgate), u32::MAX >> 1);
+        }
+        events::add(Event::RwsemWakeCompete, n);
+        #[cfg(loom)]
+        Probe::hit(&self.probe.compete_wakes);
+    }
+
     /// The first queued reader, if a writer is at the front (`head`),
     /// that writer has not demanded a hand-off, and the reader has waited
     /// at least [`reader_wait_ns`] (at most [`wait_timeout_ns`]); else null.
@@ -1729,6 +1952,12 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
 
     /// Wake writer `w` (under wait_lock: it cannot unlink and vanish).
     fn wake(&self, w: &Waiter) {
+        // Unlocks stop waking it until it clears the bit (write_sleep).
+        // Relaxed: set and cleared under wait_lock; unlockers read it in
+        // their own RMW.
+        if self.count.load(Relaxed) & WRITER_WOKEN == 0 {
+            self.count.fetch_or(WRITER_WOKEN, Relaxed);
+        }
         // Release pairs with the waiter's Acquire load in park.
         if w.state.swap(W_WOKEN, Release) == W_PARKED {
             events::inc(Event::RwsemWakeWriter);
@@ -1748,11 +1977,12 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     unsafe fn leave(&self, w: *const Waiter) {
         let was_first = unsafe { self.list_head() } == w;
         if unsafe { self.list_remove(w) } {
-            // Relaxed: both flags only change under wait_lock.
-            self.count.fetch_and(!(WAITERS | HANDOFF), Relaxed);
+            // Relaxed: these flags only change under wait_lock.
+            self.count
+                .fetch_and(!(WAITERS | HANDOFF | WRITER_WOKEN), Relaxed);
         } else if was_first {
-            // A HANDOFF belonged to the leaving first waiter.
-            self.count.fetch_and(!HANDOFF, Relaxed);
+            // A HANDOFF or WRITER_WOKEN belonged to the leaving first waiter.
+            self.count.fetch_and(!(HANDOFF | WRITER_WOKEN), Relaxed);
             #[cfg(loom)]
             Probe::hit(&self.probe.wake_next_on_leave);
             unsafe { self.wake_front(true) };
@@ -2024,6 +2254,12 @@ pub struct Probe {
     pub timeouts: std::sync::atomic::AtomicU32,
     pub wake_next_on_leave: std::sync::atomic::AtomicU32,
     pub downgrades: std::sync::atomic::AtomicU32,
+    /// Wake-ups of readers to compete (not granted).
+    pub compete_wakes: std::sync::atomic::AtomicU32,
+    /// Woken readers that won the lock.
+    pub woken_wins: std::sync::atomic::AtomicU32,
+    /// Woken readers that lost it and queued again.
+    pub requeues: std::sync::atomic::AtomicU32,
     /// Waiters between releasing wait_lock and returning from `park` now
     /// (a gauge, not a path count).
     pub parking: std::sync::atomic::AtomicU32,
@@ -2082,6 +2318,13 @@ impl<const R: u8, const A: u8, W: WaitLockRaw> RawRwSemWith<R, A, W> {
             .store(ns, core::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Loom only: this lock's reader grant bound (see [`set_reader_grant_ns`]).
+    #[doc(hidden)]
+    pub fn set_loom_reader_grant_ns(&self, ns: u64) {
+        self.loom_reader_grant_ns
+            .store(ns, core::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Loom only: how many waiters have released wait_lock to park and not
     /// yet returned from parking (read without any lock, so a model waiting
     /// on it adds no lock spins).
@@ -2119,7 +2362,7 @@ mod tests {
     fn word_layout() {
         assert_eq!(READER_MASK >> READER_SHIFT, (1 << 55) - 1);
         assert_eq!(
-            READER_MASK & (WRITER_LOCKED | WAITERS | HANDOFF | READ_FAILED),
+            READER_MASK & (WRITER_LOCKED | WAITERS | HANDOFF | WRITER_WOKEN | READ_FAILED),
             0
         );
         assert_eq!(OWNER_FLAGS, 0b111);

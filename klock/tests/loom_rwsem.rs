@@ -6,7 +6,9 @@
 //! grants the reader at the front in the same RMW (no writer gets in
 //! first); readers behind a front writer are granted past it once they
 //! waited their bound; in `STEAL` mode a reader takes a free lock past
-//! queued waiters, never past a hand-off.
+//! queued waiters, never past a hand-off; readers woken to compete (not
+//! granted) are all woken, never beside a writer, and queue again when a
+//! writer wins.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
@@ -63,6 +65,9 @@ struct Coverage {
     downgrades: AtomicU32,
     rlock_fast: AtomicU32,
     steals: AtomicU32,
+    compete_wakes: AtomicU32,
+    woken_wins: AtomicU32,
+    requeues: AtomicU32,
 }
 
 impl Coverage {
@@ -82,6 +87,9 @@ impl Coverage {
             (&self.downgrades, &p.downgrades),
             (&self.rlock_fast, &p.rlock_fast),
             (&self.steals, &p.steals),
+            (&self.compete_wakes, &p.compete_wakes),
+            (&self.woken_wins, &p.woken_wins),
+            (&self.requeues, &p.requeues),
         ] {
             t.fetch_add(c.load(Relaxed), Relaxed);
         }
@@ -678,4 +686,158 @@ fn broken_steal_past_handoff_is_caught() {
     expect_failure("loom should have found the overtaken waiter", || {
         handoff_model::<STEAL>(broken::STEAL_IGNORES_HANDOFF, true);
     });
+}
+
+// ---------------------------------------------------------------------------
+// Readers woken to compete (grant bound not reached): the lock falls free
+// at the wake-up, a writer may win it, and the losing readers queue again.
+
+/// The main thread holds the write lock while `readers` readers queue
+/// behind it; a writer arrives while the main thread unlocks. The readers'
+/// grant bound is never reached, so the unlock wakes them to compete.
+fn compete_model(readers: usize, broken_mode: u8) -> std::sync::Arc<Coverage> {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    builder().check(move || {
+        let l = Arc::new(Lock::<OFF, OFF>::new());
+        l.set_loom_broken(broken_mode);
+        // (u64::MAX would mean "the global bound", 0 under loom.)
+        l.set_loom_reader_grant_ns(u64::MAX - 1);
+        let data = Arc::new(UnsafeCell::new(0u32));
+        let g = l.raw_lock_exclusive();
+        let rs: Vec<_> = (0..readers)
+            .map(|_| {
+                let (l, data) = (l.clone(), data.clone());
+                loom::thread::spawn(move || run_part(&*l, &data, Part::Read))
+            })
+            .collect();
+        // The readers are queued (and off wait_lock) before we unlock.
+        while l.waiters_parking() < readers as u32 {
+            loom::thread::yield_now();
+        }
+        let w = {
+            let (l, data) = (l.clone(), data.clone());
+            loom::thread::spawn(move || run_part(&*l, &data, Part::Write))
+        };
+        bump(&data);
+        unsafe { l.raw_unlock_exclusive(g) };
+        let mut writes = 1 + w.join().unwrap();
+        for r in rs {
+            writes += r.join().unwrap();
+        }
+        assert_eq!(read(&data), writes);
+        assert_eq!(l.count_word(), 0, "count word not clean");
+        assert!(l.wait_list_is_empty(), "wait list not empty");
+        c.add(l.probe());
+    });
+    eprintln!("coverage: {cov:?}");
+    cov
+}
+
+/// A reader woken to compete takes the free lock, or loses it to the
+/// arriving writer and queues again; that writer's unlock lets it go.
+#[test]
+fn woken_reader_competes_and_requeues() {
+    let cov = compete_model(1, 0);
+    assert!(cov.compete_wakes.load(Relaxed) > 0);
+    assert!(cov.woken_wins.load(Relaxed) > 0);
+    assert!(cov.requeues.load(Relaxed) > 0, "a writer never won");
+    assert_eq!(cov.grants.load(Relaxed), 0, "the bound was never reached");
+}
+
+/// The model can fail: a wake-up that unlinks the readers but neither
+/// marks nor wakes them leaves a reader parked off the list (a lost
+/// wake-up). Loom reports that as a deadlock and then aborts the process
+/// while unwinding, so the broken model runs in a child process (the
+/// ignored test below) whose failure and message are checked here.
+#[test]
+fn broken_compete_without_wake_is_caught() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "broken_compete_without_wake_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .output()
+        .expect("cannot run the child test");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the broken model passed");
+    assert!(
+        err.contains("deadlock"),
+        "failed, but not by the lost wake-up: {err}"
+    );
+    eprintln!("broken variant rejected: loom found the deadlock");
+}
+
+/// The child of [`broken_compete_without_wake_is_caught`].
+#[test]
+#[ignore = "run by broken_compete_without_wake_is_caught in a child process"]
+fn broken_compete_without_wake_child() {
+    compete_model(1, broken::COMPETE_NO_WAKE);
+}
+
+/// The model can fail: a woken reader that takes the lock as if granted
+/// ends up beside the writer that won it.
+#[test]
+fn broken_compete_as_grant_is_caught() {
+    expect_failure(
+        "loom should have found the reader beside the writer",
+        || {
+            compete_model(1, broken::COMPETE_AS_GRANT);
+        },
+    );
+}
+
+// ---------------------------------------------------------------------------
+// WRITER_WOKEN: unlocks do not wake a front writer that was woken and has not
+// looked at the lock again; it clears the bit (an RMW) before its trylock.
+
+/// A writer queued behind the main thread's write lock can be woken, lose
+/// the lock to the main thread reading (a spinning reader takes a free lock
+/// past the waiters bit), and sleep again through that read phase: the
+/// read unlock must wake it a second time.
+#[test]
+fn woken_writer_is_woken_again() {
+    let cov = model::<ON, OFF>(true, Some(Part::Read), &[Part::Write], 0);
+    assert!(cov.wakes_of_sleepers.load(Relaxed) > 0);
+}
+
+/// The model can fail: a writer that never clears `WRITER_WOKEN` is never
+/// woken again after its first wake-up (loom finds the deadlock; run in a
+/// child process, as above).
+#[test]
+fn broken_woken_never_cleared_is_caught() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "broken_woken_never_cleared_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .output()
+        .expect("cannot run the child test");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the broken model passed");
+    assert!(
+        err.contains("deadlock"),
+        "failed, but not by the lost wake-up: {err}"
+    );
+    eprintln!("broken variant rejected: loom found the deadlock");
+}
+
+/// The child of [`broken_woken_never_cleared_is_caught`].
+#[test]
+#[ignore = "run by broken_woken_never_cleared_is_caught in a child process"]
+fn broken_woken_never_cleared_child() {
+    model::<ON, OFF>(
+        true,
+        Some(Part::Read),
+        &[Part::Write],
+        broken::WOKEN_NEVER_CLEARED,
+    );
 }
