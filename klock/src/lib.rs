@@ -45,17 +45,18 @@ mod waitlist;
 pub use condvar::{RawCondvar, RawCondvarWith};
 pub use mutex::{RawMutex, RawMutexWith};
 pub use qrwlock::RawQRwLock;
-pub use qspinlock::{RawQSpinLock, RawQSpinLockWith};
+pub use qspinlock::{RawQSpinLock, RawQSpinLockNative, RawQSpinLockWith};
 pub use rtmutex::{RawRtMutex, RawRtMutexWith, RtMutexError};
 
 pub use rwsem::{RawRwSem, RawRwSemWith};
 
 /// A spinlock-protected value: the kernel's queued spinlock
-/// ([`RawQSpinLock`]) behind `lock_api`'s `Mutex` API.
-///
-/// A pure FIFO spinlock: for threads ≤ CPUs and short critical sections.
-/// With more runnable threads than CPUs, hand-overs to preempted waiters
-/// stall it (see [`qspinlock`]); use [`Mutex`] there.
+/// ([`RawQSpinLock`]) behind `lock_api`'s `Mutex` API, with the kernel's
+/// paravirt slow path: waiters spin only while it pays, then sleep, and a
+/// newcomer may take a free lock past a sleeping queue (see [`qspinlock`]).
+/// For short critical sections; safe with more threads than CPUs.
+/// [`qspinlock::RawQSpinLockNative`] is the pure spinning, strict FIFO
+/// original.
 ///
 /// ```
 /// let counter = klock::SpinLock::new(0u64);

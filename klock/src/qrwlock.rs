@@ -16,23 +16,39 @@
 //! # The lock word (`cnts`)
 //!
 //! ```text
-//!  31                                          9   8   7                 0
-//! +---------------------------------------------+---+--------------------+
-//! |           reader count (READER_BIAS = 1<<9) | W |  writer locked byte |
-//! |    readers inside, plus readers passing     |   |   0 or WLOCKED=0xff |
-//! |    through the fast path that will back out |   |                     |
-//! +---------------------------------------------+---+--------------------+
+//!  31                                     10   9   8   7                 0
+//! +-----------------------------------------+---+---+--------------------+
+//! |      reader count (READER_BIAS = 1<<10) | S | W |  writer locked byte |
+//! |    readers inside, plus readers passing |   |   |   0 or WLOCKED=0xff |
+//! |    through the fast path that back out  |   |   |                     |
+//! +-----------------------------------------+---+---+--------------------+
 //! ```
 //!
 //! * **writer locked** (bits 0–7, [`WLOCKED`] = `0xff`): a writer owns the
 //!   lock.
 //! * **writer waiting** (bit 8, [`WAITING`]): the writer at the head of the
 //!   `wait_lock` queue wants the lock; new readers must queue.
-//! * **readers** (bits 9–31, [`READER_BIAS`] each): up to 2²³ − 1, far more
-//!   than the 16,383 threads klock can index.
+//! * **sleeper** (bit 9, [`SLEEPER`]): the `wait_lock` holder stopped
+//!   spinning and sleeps on this word (futex); the release that makes its
+//!   wait end must wake it.
+//! * **readers** (bits 10–31, [`READER_BIAS`] each): up to 2²² − 1, far
+//!   more than the 16,383 threads klock can index.
 //!
 //! `wait_lock` (a [`RawQSpinLock`], 4 bytes) orders contended lockers: only
-//! its holder may set `WAITING` or add a slow-path reader.
+//! its holder may set `WAITING` or `SLEEPER`, or add a slow-path reader.
+//! It is klock's paravirt qspinlock, so queued lockers sleep too.
+//!
+//! # Waiting without spinning behind a preempted thread
+//!
+//! The `wait_lock` holder waits on the word: a reader for the writer to
+//! go, a writer for the readers to drain. It spins for the paravirt spin
+//! budget ([`crate::qspinlock::pv_tuning`]), then sets [`SLEEPER`] and
+//! sleeps on the word. Every release (read unlock, write unlock, and a
+//! fast-path reader's back-out) is an RMW whose result says whether it
+//! ended that wait: `SLEEPER` and no reader or writer left for a waiting
+//! writer (`(0,1,0)` plus `S`), `SLEEPER` and the writer byte clear for a
+//! waiting reader (`WAITING` clear). That release wakes the sleeper; the
+//! sleeper clears `SLEEPER` as it takes the lock.
 //!
 //! # State transitions
 //!
@@ -42,7 +58,8 @@
 //! read fast path      (r,0,0) -> (r+1,0,0)                fetch_add, acquire
 //!   found a writer    (r,*,L) or (r,1,*): back out  (r+1,..) -> (r,..), then slow path
 //! read slow path      under wait_lock: (r,*,*) -> (r+1,*,*), wait for locked = 0
-//!                     (acquire), release wait_lock
+//!                     (acquire; past the budget: set S, sleep), clear S,
+//!                     release wait_lock
 //! read unlock         (r+1,*,*) -> (r,*,*)                fetch_sub, release
 //!
 //! write fast path     (0,0,0) -> (0,0,L)                  CAS, acquire
@@ -50,8 +67,11 @@
 //!   retry             (0,0,0) -> (0,0,L)                  CAS, acquire
 //!   announce          (r,0,*) -> (r,1,*)                  fetch_or (blocks new readers)
 //!   drain             wait for exactly (0,1,0)            readers and owner gone
-//!   take it           (0,1,0) -> (0,0,L)                  CAS, acquire; release wait_lock
-//! write unlock        (*,*,L) -> (*,*,0)                  fetch_sub, release
+//!                     (past the budget: set S, sleep)
+//!   take it           (0,1,0)[+S] -> (0,0,L)              CAS, acquire; release wait_lock
+//! write unlock        (*,*,L) -> (*,*,0)                  fetch_sub, release;
+//!                     wakes a sleeping reader (S, WAITING clear), or a
+//!                     sleeping writer if it left (0,1,0)+S
 //! ```
 //!
 //! A transient `+1` of a fast-path reader that will back out can make the
@@ -67,14 +87,14 @@
 //!
 //! # When to use it
 //!
-//! Read-mostly data with short critical sections, threads ≤ CPUs: lookups
-//! run in parallel, at the price of a slightly dearer uncontended write (the
-//! 2004 patch measured ~240 ns more per one-byte write on a P4) and
-//! of the counter's cache line bouncing between readers. Like every
-//! spinlock in userspace it suffers when waiters are preempted (more
-//! runnable threads than CPUs): `wait_lock` hands over in FIFO order to
-//! threads that may not be running. `klock bench treelock` weighs it
-//! against a spinlock and the usual peers.
+//! Read-mostly data with short critical sections: lookups run in parallel,
+//! at the price of a slightly dearer uncontended write (the 2004 patch
+//! measured ~240 ns more per one-byte write on a P4) and of the counter's
+//! cache line bouncing between readers. No waiter spins for longer than
+//! the spin budget, so more threads than CPUs do not collapse it (the
+//! kernel's version spins until it gets the lock; a preempted holder or
+//! queued waiter then stalls everyone). `klock bench treelock` and
+//! `klock bench rwlock` weigh it against a spinlock and the usual peers.
 
 use crate::qspinlock::RawQSpinLock;
 use crate::sync::AtomicU32;
@@ -86,14 +106,18 @@ pub const WLOCKED: u32 = 0xff;
 pub const WAITING: u32 = 1 << 8;
 /// Either writer bit: a reader fast path that sees one must queue.
 pub const WMASK: u32 = WLOCKED | WAITING;
+/// The `wait_lock` holder sleeps on the word (bit 9).
+pub const SLEEPER: u32 = 1 << 9;
 /// Reader count: bit offset.
-pub const READER_SHIFT: u32 = 9;
+pub const READER_SHIFT: u32 = 10;
 /// One reader.
 pub const READER_BIAS: u32 = 1 << READER_SHIFT;
 /// The reader count bits.
-pub const READER_MASK: u32 = !(WMASK);
+pub const READER_MASK: u32 = !(WMASK | SLEEPER);
 
-const _: () = assert!(WMASK & READER_MASK == 0 && WMASK | READER_MASK == u32::MAX);
+const _: () = assert!(
+    WMASK & READER_MASK == 0 && WMASK & SLEEPER == 0 && WMASK | SLEEPER | READER_MASK == u32::MAX
+);
 
 /// Algorithm variants, chosen at compile time. Only [`CORRECT`] is reachable
 /// outside loom builds; the broken ones let the loom models show that they
@@ -104,6 +128,8 @@ const CORRECT: u8 = 0;
 const NO_DRAIN: u8 = 1;
 /// Broken: the reader fast path ignores the writer-waiting bit.
 const IGNORE_WAITING: u8 = 2;
+/// Broken: releases never wake a sleeper (a lost wake-up).
+const NO_WAKE: u8 = 3;
 
 /// Queued reader/writer spinlock (see the [module docs](self)). 8 bytes.
 /// Use it through [`crate::RwLock`].
@@ -191,8 +217,10 @@ impl RawQRwLock {
         if c & WMASK == 0 {
             return true;
         }
-        // Relaxed: we read nothing under the lock.
-        self.cnts.fetch_sub(READER_BIAS, Relaxed);
+        // Relaxed: we read nothing under the lock. Our transient bias may
+        // have been all that kept a sleeping writer waiting.
+        let old = self.cnts.fetch_sub(READER_BIAS, Relaxed);
+        self.released::<CORRECT>(old - READER_BIAS);
         false
     }
 
@@ -202,6 +230,11 @@ impl RawQRwLock {
     /// The caller (or the thread that handed it its guard) holds the lock shared.
     #[inline]
     pub unsafe fn raw_read_unlock(&self) {
+        self.read_unlock_with::<CORRECT>()
+    }
+
+    #[inline(always)]
+    fn read_unlock_with<const MODE: u8>(&self) {
         // (r+1,*,*) -> (r,*,*). Release pairs with the Acquire of the writer
         // that takes the lock after the readers drained (its final CAS).
         let old = self.cnts.fetch_sub(READER_BIAS, Release);
@@ -209,6 +242,35 @@ impl RawQRwLock {
             old & READER_MASK != 0,
             "read unlock of a qrwlock without readers"
         );
+        self.released::<MODE>(old.wrapping_sub(READER_BIAS));
+    }
+
+    /// After a release RMW that left `new`: wake the sleeping `wait_lock`
+    /// holder if this release ended its wait. One branch on the fast path:
+    /// `SLEEPER` is clear unless somebody sleeps.
+    #[inline(always)]
+    fn released<const MODE: u8>(&self, new: u32) {
+        if new & SLEEPER != 0 && MODE != NO_WAKE {
+            self.wake_sleeper(new);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wake_sleeper(&self, new: u32) {
+        // A waiting writer (WAITING set: only a writer holding wait_lock sets
+        // it) waits for no reader and no writer; a waiting reader (WAITING
+        // clear) for the writer byte to clear.
+        let ended = if new & WAITING != 0 {
+            new & !SLEEPER == WAITING
+        } else {
+            new & WLOCKED == 0
+        };
+        if ended {
+            #[cfg(loom)]
+            Probe::hit(&self.probe.wakes);
+            crate::qspinlock::pv::pv_kick(crate::qspinlock::pv::futex_key(&self.cnts));
+        }
     }
 
     /// Take the lock exclusively.
@@ -235,15 +297,22 @@ impl RawQRwLock {
     /// The caller (or the thread that handed it its guard) holds the lock exclusively.
     #[inline]
     pub unsafe fn raw_write_unlock(&self) {
-        // (*,*,L) -> (*,*,0). A 32-bit RMW, not a byte store (DESIGN §3).
-        // Release pairs with the Acquire of the next owner: a reader's
-        // fast-path fetch_add or slow-path wait, or a writer's CAS.
+        self.write_unlock_with::<CORRECT>()
+    }
+
+    #[inline(always)]
+    fn write_unlock_with<const MODE: u8>(&self) {
+        // (*,*,L) -> (*,*,0). A 32-bit RMW, not a byte store: it must also
+        // tell whether a sleeper waits. Release pairs with the Acquire of
+        // the next owner: a reader's fast-path fetch_add or slow-path wait,
+        // or a writer's CAS.
         let old = self.cnts.fetch_sub(WLOCKED, Release);
         debug_assert_eq!(
             old & WLOCKED,
             WLOCKED,
             "write unlock of a qrwlock not write-held"
         );
+        self.released::<MODE>(old - WLOCKED);
     }
 
     /// A writer holds it, waits for it, or readers are inside.
@@ -263,17 +332,19 @@ impl RawQRwLock {
             WMASK
         };
         if c & blocked != 0 {
-            self.read_lock_slow();
+            self.read_lock_slow::<MODE>();
         }
     }
 
     /// A writer holds or waits: back out and queue behind it.
     #[cold]
     #[inline(never)]
-    fn read_lock_slow(&self) {
+    fn read_lock_slow<const MODE: u8>(&self) {
         // Back out the fast path's bias. Relaxed: nothing was read; a
-        // draining writer waits for this to reach exactly (0,1,0).
-        self.cnts.fetch_sub(READER_BIAS, Relaxed);
+        // draining writer waits for this to reach exactly (0,1,0), and if
+        // it sleeps, this back-out may be what ends its wait.
+        let old = self.cnts.fetch_sub(READER_BIAS, Relaxed);
+        self.released::<MODE>(old - READER_BIAS);
         #[cfg(loom)]
         Probe::hit(&self.probe.reader_queued);
 
@@ -285,9 +356,67 @@ impl RawQRwLock {
         // the wait below acquires.
         self.cnts.fetch_add(READER_BIAS, Relaxed);
         // Acquire pairs with the Release of the owning writer's unlock.
-        self.wait_until(Acquire, |c| c & WLOCKED == 0);
+        let c = self.wait_or_sleep(Acquire, |c| c & WLOCKED == 0);
+        if c & SLEEPER != 0 {
+            // Our mark; nobody else sets it while we hold wait_lock.
+            self.cnts.fetch_and(!SLEEPER, Relaxed);
+        }
         // SAFETY: taken above, on this thread.
         unsafe { self.wait_lock.raw_unlock() };
+    }
+
+    /// The `wait_lock` holder's wait for `done(cnts)`: spin for the spin
+    /// budget, then sleep on the word with [`SLEEPER`] set until a release
+    /// that ends the wait wakes it. Returns the value that satisfied
+    /// `done` (with `SLEEPER` if we set it).
+    fn wait_or_sleep(&self, order: Ordering, done: impl Fn(u32) -> bool) -> u32 {
+        use crate::qspinlock::pv::{pv_wait, spin_ns, Budget};
+        let mut budget = Budget::new(spin_ns());
+        let mut v = self.cnts.load(order);
+        loop {
+            if done(v) {
+                return v;
+            }
+            if budget.due() && budget.spent() {
+                break;
+            }
+            crate::spin::cpu_relax();
+            v = self.cnts.load(order);
+        }
+        loop {
+            if done(v) {
+                return v;
+            }
+            // Mark, then sleep while the word stays as marked. A release
+            // between our read and the mark makes the CAS fail; one after
+            // it sees SLEEPER (one word, RMWs only: no lost wake-up).
+            if v & SLEEPER == 0 {
+                // `order` on failure too: the value it reads may end the
+                // wait, and a reader must acquire the writer's unlock.
+                match self.cnts.compare_exchange(v, v | SLEEPER, order, order) {
+                    Ok(_) => v |= SLEEPER,
+                    Err(now) => {
+                        v = now;
+                        continue;
+                    }
+                }
+            }
+            #[cfg(loom)]
+            Probe::hit(&self.probe.sleeps);
+            pv_wait(&self.cnts, v);
+            // Woken, or the word changed before we slept: look again.
+            // `order` so that the value that ends the wait is acquired.
+            #[cfg(not(loom))]
+            {
+                v = self.cnts.load(order);
+            }
+            #[cfg(loom)]
+            {
+                // Loom may hand a plain load a stale value forever; an RMW
+                // that changes nothing reads the newest.
+                v = self.cnts.fetch_or(0, order);
+            }
+        }
     }
 
     #[inline(always)]
@@ -339,14 +468,16 @@ impl RawQRwLock {
                 }
                 continue;
             }
-            // Drain: wait for exactly (0,1,0). Relaxed: the CAS acquires.
-            self.wait_until(Relaxed, |c| c == WAITING);
-            // (0,1,0) -> (0,0,L). Acquire pairs with the Release of the last
-            // read unlock and of the previous writer's unlock (one release
-            // sequence). Fails only on a fast-path reader's transient bias.
+            // Drain: wait for exactly (0,1,0), with our SLEEPER mark if we
+            // slept. Relaxed: the CAS acquires.
+            let c = self.wait_or_sleep(Relaxed, |c| c & !SLEEPER == WAITING);
+            // (0,1,0)[+S] -> (0,0,L). Acquire pairs with the Release of the
+            // last read unlock and of the previous writer's unlock (one
+            // release sequence). Fails only on a fast-path reader's
+            // transient bias.
             if self
                 .cnts
-                .compare_exchange(WAITING, WLOCKED, Acquire, Relaxed)
+                .compare_exchange(c, WLOCKED, Acquire, Relaxed)
                 .is_ok()
             {
                 break;
@@ -445,6 +576,10 @@ pub struct Probe {
     pub writer_queued: std::sync::atomic::AtomicU32,
     /// A draining writer's (0,1,0) -> (0,0,L) CAS failed.
     pub writer_cas_retry: std::sync::atomic::AtomicU32,
+    /// The `wait_lock` holder slept on the word.
+    pub sleeps: std::sync::atomic::AtomicU32,
+    /// A release woke the sleeper.
+    pub wakes: std::sync::atomic::AtomicU32,
 }
 
 #[cfg(loom)]
@@ -495,12 +630,12 @@ pub mod broken {
                 /// # Safety
                 /// As [`RawQRwLock::raw_read_unlock`].
                 pub unsafe fn raw_read_unlock(&self) {
-                    unsafe { self.0.raw_read_unlock() }
+                    self.0.read_unlock_with::<{ $mode }>()
                 }
                 /// # Safety
                 /// As [`RawQRwLock::raw_write_unlock`].
                 pub unsafe fn raw_write_unlock(&self) {
-                    unsafe { self.0.raw_write_unlock() }
+                    self.0.write_unlock_with::<{ $mode }>()
                 }
             }
         };
@@ -517,6 +652,12 @@ pub mod broken {
         /// overtake a queued writer (and can starve it).
         IgnoreWaiting,
         IGNORE_WAITING
+    );
+    broken_rwlock!(
+        /// Releases never wake the sleeping `wait_lock` holder: a reader
+        /// behind a writer, or a writer waiting for readers, sleeps forever.
+        NoWake,
+        NO_WAKE
     );
 }
 

@@ -12,7 +12,7 @@
 //! model, as does a lost update in the final count.
 #![cfg(loom)]
 
-use klock::qrwlock::broken::{IgnoreWaiting, NoDrain};
+use klock::qrwlock::broken::{IgnoreWaiting, NoDrain, NoWake};
 use klock::qrwlock::{Probe, RawQRwLock, WAITING};
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
@@ -78,6 +78,7 @@ macro_rules! model_for_broken {
 }
 model_for_broken!(NoDrain);
 model_for_broken!(IgnoreWaiting);
+model_for_broken!(NoWake);
 
 #[derive(Debug, Default)]
 struct Coverage {
@@ -85,6 +86,8 @@ struct Coverage {
     reader_queued: AtomicU32,
     writer_queued: AtomicU32,
     writer_cas_retry: AtomicU32,
+    sleeps: AtomicU32,
+    wakes: AtomicU32,
 }
 
 impl Coverage {
@@ -94,6 +97,8 @@ impl Coverage {
             (&self.reader_queued, &p.reader_queued),
             (&self.writer_queued, &p.writer_queued),
             (&self.writer_cas_retry, &p.writer_cas_retry),
+            (&self.sleeps, &p.sleeps),
+            (&self.wakes, &p.wakes),
         ] {
             t.fetch_add(c.load(Relaxed), Relaxed);
         }
@@ -105,6 +110,9 @@ fn builder() -> loom::model::Builder {
     if b.preemption_bound.is_none() {
         b.preemption_bound = Some(2);
     }
+    // The paravirt waits (the wait_lock's and the word's) yield on every
+    // spin iteration until their budgets run out: executions are long.
+    b.max_branches = 20_000;
     b
 }
 
@@ -136,10 +144,23 @@ fn run_part<L: ModelRw>(lock: &L, data: &UnsafeCell<u32>, p: Part) {
 /// Main plays `parts[0]`, one spawned thread each of the others. Checks
 /// exclusion (loom's UnsafeCell) and the final count.
 fn exclusion_model<L: ModelRw>(parts: &[Part]) -> std::sync::Arc<Coverage> {
+    exclusion_model_with::<L>(parts, None)
+}
+
+/// [`exclusion_model`] with a preemption bound of its own (`None`: the
+/// environment's, default 2).
+fn exclusion_model_with<L: ModelRw>(
+    parts: &[Part],
+    preemptions: Option<usize>,
+) -> std::sync::Arc<Coverage> {
     let cov = std::sync::Arc::new(Coverage::default());
     let c = cov.clone();
     let parts = parts.to_vec();
-    builder().check(move || {
+    let mut b = builder();
+    if let Some(n) = preemptions {
+        b.preemption_bound = Some(n);
+    }
+    b.check(move || {
         let lock = Arc::new(L::create());
         let data = Arc::new(UnsafeCell::new(0u32));
         let hs: Vec<_> = parts[1..]
@@ -218,9 +239,12 @@ fn writer_and_two_readers() {
 }
 
 /// Four threads, two of each: queues of mixed lockers on `wait_lock`.
+/// One preemption: with the paravirt waits (every spin iteration yields
+/// until its budget runs out) two preemptions over four threads do not
+/// finish in minutes; the three-thread models above keep two.
 #[test]
 fn two_writers_two_readers() {
-    let cov = exclusion_model::<RawQRwLock>(&[Part::W, Part::R, Part::W, Part::R]);
+    let cov = exclusion_model_with::<RawQRwLock>(&[Part::W, Part::R, Part::W, Part::R], Some(1));
     assert!(cov.reader_queued.load(Relaxed) > 0);
     assert!(cov.writer_queued.load(Relaxed) > 0);
 }
@@ -308,4 +332,72 @@ fn broken_ignore_waiting_is_caught() {
         msg.contains("overtook the waiting writer"),
         "failed for another reason: {msg}"
     );
+}
+
+// --- sleeping instead of spinning ------------------------------------------
+
+/// The main thread holds the lock (`write`: exclusively, else shared) until
+/// the other thread, wanting it the other way, has gone to sleep on the
+/// word; then it unlocks, and the sleeper must be woken (a lost wake-up
+/// leaves it asleep forever, which loom reports).
+fn sleeper_model<L: ModelRw>(main_writes: bool) -> std::sync::Arc<Coverage> {
+    let cov = std::sync::Arc::new(Coverage::default());
+    let c = cov.clone();
+    builder().check(move || {
+        let lock = Arc::new(L::create());
+        let data = Arc::new(UnsafeCell::new(0u32));
+        if main_writes {
+            lock.write();
+        } else {
+            lock.read();
+        }
+        let other = {
+            let (lock, data) = (lock.clone(), data.clone());
+            let part = if main_writes { Part::R } else { Part::W };
+            loom::thread::spawn(move || run_part(&*lock, &data, part))
+        };
+        while lock.inner().probe().sleeps.load(Relaxed) == 0 {
+            loom::thread::yield_now();
+        }
+        if main_writes {
+            let v = data.with(|p| unsafe { *p });
+            data.with_mut(|p| unsafe { *p = v + 1 });
+            unsafe { lock.write_unlock() };
+        } else {
+            unsafe { lock.read_unlock() };
+        }
+        other.join().unwrap();
+        assert_eq!(lock.inner().word_newest(), 0);
+        c.add(lock.inner().probe());
+    });
+    eprintln!("{} coverage: {cov:?}", std::any::type_name::<L>());
+    cov
+}
+
+/// A reader behind a writer sleeps; the write unlock wakes it.
+#[test]
+fn reader_behind_a_writer_sleeps_and_is_woken() {
+    let cov = sleeper_model::<RawQRwLock>(true);
+    assert!(cov.wakes.load(Relaxed) > 0, "{cov:?}");
+}
+
+/// A writer waiting for a reader to leave sleeps; the read unlock wakes it.
+#[test]
+fn writer_behind_a_reader_sleeps_and_is_woken() {
+    let cov = sleeper_model::<RawQRwLock>(false);
+    assert!(cov.wakes.load(Relaxed) > 0, "{cov:?}");
+}
+
+/// Releases that never wake the sleeper: the model catches both lost
+/// wake-ups.
+#[test]
+fn broken_no_wake_is_caught() {
+    let msg = expect_model_failure(|| {
+        sleeper_model::<NoWake>(true);
+    });
+    eprintln!("no wake (reader sleeps): {msg}");
+    let msg = expect_model_failure(|| {
+        sleeper_model::<NoWake>(false);
+    });
+    eprintln!("no wake (writer sleeps): {msg}");
 }

@@ -1,4 +1,5 @@
-//! Queued spinlock: the kernel's qspinlock in one 32-bit word.
+//! Queued spinlock: the kernel's qspinlock in one 32-bit word, with the
+//! kernel's paravirt slow path for threads that can be preempted.
 //!
 //! An uncontended lock is one CAS. A second locker does not queue: it sets
 //! the *pending* bit and spins on the locked byte (an embedded
@@ -8,6 +9,15 @@
 //! contended lock costs one cache-line transfer per hand-over instead of a
 //! stampede. The queue's tail is encoded in the upper half of the lock word,
 //! which is why a lock is 4 bytes however many threads wait on it.
+//!
+//! That is the **native** slow path ([`RawQSpinLockNative`]): a waiter spins
+//! until it gets the lock. The kernel can afford it because a spinlock
+//! holder or waiter is never preempted; a userspace thread is, and with more
+//! runnable threads than CPUs the next waiter in line is often not running,
+//! so every hand-over waits for its next time slice. The default
+//! ([`RawQSpinLock`], [`crate::SpinLock`]) is the kernel's **paravirt**
+//! slow path (its answer for preemptible virtual CPUs), on futexes: see
+//! "Paravirt" below and `pv.rs`.
 //!
 //! # The lock word
 //!
@@ -73,28 +83,64 @@
 //! synchronises with every release write before it. Each `Acquire`/`Release`
 //! below says what it pairs with; everything else is `Relaxed`.
 //!
+//! # Paravirt
+//!
+//! The locked byte says how its owner will unlock, so that nobody sleeps on
+//! an unlock that would not wake it:
+//!
+//! | locked byte | meaning |
+//! |---|---|
+//! | `0` | free |
+//! | [`LOCKED`] (1) | taken on the fast path; unlocked by a plain store that looks at nothing: waiters may not sleep on it (a head yields) |
+//! | [`LOCKED_PV`] (3) | taken on a slow path; unlocked by an RMW that looks for a sleeping head |
+//! | [`SLOW`] (7) | `LOCKED_PV` + [`HEAD_ASLEEP`]: the queue head sleeps on the word; the unlock wakes it |
+//!
+//! Each MCS node carries a state, running or halted (asleep on the node's
+//! futex word). Transitions, with `P` = `LOCKED_PV`:
+//!
+//! ```text
+//! steal               (n,0,0) -> (n,0,P)        CAS; any newcomer, for a bounded
+//!                                               time with backoff; never while
+//!                                               pending is held
+//! pending             as native, but the wait for (*,1,0) is bounded: past it
+//!                     (*,1,*) -> (*,0,*) and queue; take it (*,1,0) -> (*,0,P)
+//! queued waiter       spins on node.locked while its predecessor runs (oracle)
+//!                     and the budget lasts; then state running -> halted,
+//!                     re-check node.locked, sleep on node.state
+//! baton               node.locked 0 -> 1, then state halted -> running + wake
+//!                     (SeqCst both sides: a store-load pair each)
+//! head                spins for (*,0,0) [or (*,ours,0) once it holds pending];
+//!   reserve           past the fairness bound: (n,0,*) -> (n,1,*) while spinning
+//!   alone             (n,p,0) -> (0,0,P)
+//!   not alone         (m,0,0) -> (m,0,P) or, reserved, (m,1,0) -> (m,0,P);
+//!                     then pass the baton
+//!   sleep             drop pending; (n,0,P) -> (n,0,SLOW); sleep while the
+//!                     word is unchanged; behind a LOCKED owner: yield instead
+//! unlock, LOCKED      (*,*,1) -> (*,*,0)        byte store (x86-64)
+//! unlock, P or SLOW   (*,*,P|SLOW) -> (*,*,0)   CAS; saw HEAD_ASLEEP: wake the
+//!                                               head (by address, after release)
+//! ```
+//!
 //! # Tuning
 //!
-//! [`RawQSpinLockWith<PENDING_LOOPS>`] bounds the hand-over wait of the
-//! pending path; [`RawQSpinLock`] uses the kernel's 512. `0` skips the wait,
-//! which is the "patched" column of the 2018 thread: the 2-thread case then
-//! queues instead of taking the pending path (the seed measured 11.6 vs
-//! 4.2 Mop/s). Both variants can live in one process.
+//! [`RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>`] bounds the hand-over wait
+//! of the pending path; [`RawQSpinLock`] uses the kernel's 512. `0` skips
+//! the wait, which is the "patched" column of the 2018 qspinlock mail: on
+//! the native path the 2-thread case then queues instead of taking the
+//! pending path (the mail measured 11.6 vs 4.2 Mop/s). `PARAVIRT = false`
+//! is the native slow path. All variants can live in one process. The
+//! paravirt budgets are [`pv_tuning`] / [`set_pv_tuning`].
 //!
 //! # When not to use it
 //!
-//! This is a pure spinlock, and its waiters are served in FIFO order. The
-//! kernel can afford that because a spinlock holder or waiter is never
-//! preempted; a userspace thread is. With more runnable threads than CPUs,
-//! the next waiter in the queue is often not running, and every hand-over
-//! then waits for that waiter's next time slice (milliseconds): throughput
-//! collapses by orders of magnitude (a ticket lock does the same; a
-//! test-and-set lock does not, at the price of fairness). Use it where
-//! threads ≤ CPUs and critical sections are short; otherwise use a
-//! sleeping lock.
+//! The native lock is a pure FIFO spinlock: with more runnable threads than
+//! CPUs it collapses by orders of magnitude (a ticket lock does the same).
+//! Use it only where every thread owns a CPU. The paravirt default does not
+//! collapse; for long critical sections a sleeping lock ([`crate::Mutex`])
+//! still wastes less.
 
-mod pv;
-pub use pv::{pv_tuning, set_pv_tuning, PvTuning};
+pub(crate) mod pv;
+pub use pv::{pv_tuning, set_pv_tuning, PvTuning, DEFAULT_RESERVE_NS};
 
 use crate::events::{self, Event};
 use crate::spin::cpu_relax;

@@ -96,7 +96,7 @@ fn steal_ns() -> u64 {
 }
 
 #[inline]
-fn spin_ns() -> u64 {
+pub(crate) fn spin_ns() -> u64 {
     match SPIN_NS.load(std::sync::atomic::Ordering::Relaxed) {
         u64::MAX => crate::oncpu::base_spin_ns(),
         v => v,
@@ -135,7 +135,7 @@ pub fn set_pv_tuning(t: PvTuning) {
 /// A time budget read every [`crate::spin::CLOCK_EVERY`] iterations. The
 /// clock is first read at the first check, not at creation: a wait that
 /// ends at once (the common case) reads no clock.
-struct Budget {
+pub(crate) struct Budget {
     ns: u64,
     deadline: u64,
     n: u32,
@@ -143,7 +143,7 @@ struct Budget {
 
 impl Budget {
     #[inline(always)]
-    fn new(ns: u64) -> Self {
+    pub(crate) fn new(ns: u64) -> Self {
         Budget {
             ns,
             deadline: 0,
@@ -154,13 +154,13 @@ impl Budget {
     /// Whether this iteration is one that reads the clock (and may ask the
     /// oracle).
     #[inline(always)]
-    fn due(&mut self) -> bool {
+    pub(crate) fn due(&mut self) -> bool {
         self.n = self.n.wrapping_add(1);
         crate::spin::clock_due(self.n)
     }
 
     #[inline(always)]
-    fn spent(&mut self) -> bool {
+    pub(crate) fn spent(&mut self) -> bool {
         let now = monotonic_ns();
         if self.deadline == 0 {
             self.deadline = now.saturating_add(self.ns);
@@ -171,14 +171,14 @@ impl Budget {
 
 /// The futex key of `word`: its address.
 #[inline(always)]
-fn futex_key(word: &AtomicU32) -> usize {
+pub(crate) fn futex_key(word: &AtomicU32) -> usize {
     word as *const AtomicU32 as usize
 }
 
 /// Sleep while `*word == val` (FUTEX_WAIT; may return spuriously).
 #[cfg(not(loom))]
 #[inline]
-fn pv_wait(word: &AtomicU32, val: u32) {
+pub(crate) fn pv_wait(word: &AtomicU32, val: u32) {
     crate::sys::futex_wait(word, val, None);
 }
 
@@ -186,7 +186,7 @@ fn pv_wait(word: &AtomicU32, val: u32) {
 /// be gone by now, see [`crate::sys::futex_wake_addr`]).
 #[cfg(not(loom))]
 #[inline]
-fn pv_kick(addr: usize) {
+pub(crate) fn pv_kick(addr: usize) {
     crate::sys::futex_wake_addr(addr, 1);
 }
 
@@ -206,7 +206,7 @@ fn pv_yield(_round: u32) {
 }
 
 #[cfg(loom)]
-use loom_futex::{pv_kick, pv_wait};
+pub(crate) use loom_futex::{pv_kick, pv_wait};
 
 /// Under loom: a futex whose waiter stays asleep until a wake-up for its
 /// address arrives (the crate-wide loom futex returns spuriously, which
@@ -228,7 +228,7 @@ mod loom_futex {
         static TABLE: RefCell<(Vec<Waiter>, u64)> = const { RefCell::new((Vec::new(), 0)) };
     }
 
-    pub(super) fn pv_wait(word: &AtomicU32, val: u32) {
+    pub(crate) fn pv_wait(word: &AtomicU32, val: u32) {
         // The kernel compares the newest value under its hash-bucket lock
         // (the waker changed the word before it took that lock): an RMW
         // that changes nothing reads the newest value, where a loom load
@@ -262,7 +262,7 @@ mod loom_futex {
         }
     }
 
-    pub(super) fn pv_kick(addr: usize) {
+    pub(crate) fn pv_kick(addr: usize) {
         TABLE.with(|t| {
             if let Some(w) = t.borrow_mut().0.iter_mut().find(|w| w.0 == addr && !w.2) {
                 w.2 = true;
