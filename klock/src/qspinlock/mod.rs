@@ -524,16 +524,6 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     fn lock_with<const MODE: u8>(&self) {
         // (0,0,0) -> (0,0,1). Acquire pairs with the Release of the
         // previous owner's unlock.
-        if PARAVIRT {
-            // Read first: with a queue of sleepers every acquisition is a
-            // steal on the slow path, and a CAS that fails on a non-zero
-            // word would cost as much as the steal's own CAS. Uncontended,
-            // the load hits our own cache line.
-            let val = self.word.load(Relaxed);
-            if val != 0 {
-                return self.pv_lock_slow::<MODE>(val);
-            }
-        }
         if let Err(val) = self.word.compare_exchange(0, LOCKED, Acquire, Relaxed) {
             if PARAVIRT {
                 self.pv_lock_slow::<MODE>(val);

@@ -299,7 +299,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// The unlock of a slow-path owner, `v` the word as last read: clear
     /// the locked byte in one RMW and wake the head if it sleeps.
     /// `(*,*,LOCKED_PV|SLOW) -> (*,*,0)`.
-    #[inline(always)]
+    #[inline(never)]
     pub(super) fn unlock_pv<const MODE: u8>(&self, mut v: u32) {
         debug_assert_ne!(v & LOCKED_MASK, 0, "unlock of an unlocked qspinlock");
         // The futex key, taken before the release: after it the head may
@@ -426,7 +426,11 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
                     // we retry (no unbounded CAS loop).
                     Err(now) => val = now,
                 }
-            } else if reserved {
+            } else if reserved || val & TAIL_MASK != 0 {
+                // A reserved hand-over must not be overtaken; and with a
+                // queue, one spinning newcomer per CPU would pull the line
+                // from the owner at every acquisition: queue (and sleep)
+                // instead, and let the owner keep its CPU's cache.
                 return false;
             } else {
                 for _ in 0..backoff {
