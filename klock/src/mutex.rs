@@ -197,7 +197,9 @@ pub trait WaitLockRaw: Sized + Send + Sync {
     unsafe fn unlock(&self);
 }
 
-impl<const PENDING_LOOPS: u32> WaitLockRaw for RawQSpinLockWith<PENDING_LOOPS> {
+impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> WaitLockRaw
+    for RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>
+{
     const SLEEPS: bool = false;
     #[cfg(not(loom))]
     const INIT: Self = Self::new();

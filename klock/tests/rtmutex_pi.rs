@@ -335,9 +335,10 @@ fn preempted_holder_wait<W: klock::mutex::WaitLockRaw + 'static>() -> (Duration,
 
 /// klock's mutexes guard their wait lists with `YieldLock`, which sleeps
 /// after yielding did not help: a real-time waiter lets a preempted
-/// lower-priority holder finish. A queued spinlock as wait lock (the
-/// kernel's choice, `mutex-qwait`) spins forever instead — the same test
-/// catches it, which shows the test can fail.
+/// lower-priority holder finish. So does the paravirt `SpinLock` (its
+/// waiter behind a fast-path owner yields, then sleeps). The kernel's
+/// native queued spinlock spins forever instead — the same test catches
+/// it, which shows the test can fail.
 #[test]
 fn wait_lock_lets_a_preempted_lower_priority_holder_run() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -348,7 +349,13 @@ fn wait_lock_lets_a_preempted_lower_priority_holder_run() {
     let (waited, rescued) = preempted_holder_wait::<klock::mutex::YieldLock>();
     assert!(!rescued, "YieldLock waiter livelocked: needed a rescue");
     assert!(waited < Duration::from_millis(500), "waited {waited:?}");
-    let (_, rescued) = preempted_holder_wait::<klock::RawQSpinLock>();
+    let (waited, rescued) = preempted_holder_wait::<klock::RawQSpinLock>();
+    assert!(
+        !rescued,
+        "paravirt SpinLock waiter livelocked: needed a rescue"
+    );
+    assert!(waited < Duration::from_millis(500), "waited {waited:?}");
+    let (_, rescued) = preempted_holder_wait::<klock::RawQSpinLockNative>();
     assert!(
         rescued,
         "a spinning wait lock should have needed the rescue"

@@ -621,35 +621,11 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     fn queue<const MODE: u8>(&self) {
         events::inc(Event::LockSlowpath);
 
-        // 7. Take the next MCS node of this thread. Nesting (a signal
-        //    handler locking while its thread is queued on another lock)
-        //    uses the next level; past the last one, or without a slot,
-        //    there is no node: spin on trylock instead.
-        let Some(slot) = thread::current() else {
+        // 7. Take the next MCS node of this thread, or, without one, spin
+        //    on trylock instead.
+        let Some((slot, level, node, tail)) = Self::claim_node() else {
             return self.lock_no_node();
         };
-        // Relaxed: only this thread (and a signal handler on it, which
-        // restores it before returning) touches mcs_depth.
-        let level = slot.mcs_depth.load(Relaxed);
-        if level as usize >= MCS_NODES {
-            return self.lock_no_node();
-        }
-        slot.mcs_depth.store(level + 1, Relaxed);
-        // The claim must not sink below the node's initialisation, or a
-        // signal handler arriving in between would reuse this node.
-        compiler_fence(Release);
-        match level {
-            1 => events::inc(Event::LockUseNode2),
-            2 => events::inc(Event::LockUseNode3),
-            3 => events::inc(Event::LockUseNode4),
-            _ => {}
-        }
-
-        let node: &QNode = &slot.mcs[level as usize];
-        let tail = encode_tail(slot.index, level);
-        // Relaxed: published by xchg_tail's Release below.
-        node.locked.store(0, Relaxed);
-        node.next.store(core::ptr::null_mut(), Relaxed);
 
         // One more try: touching the node took time (its line may have been
         // cold), and the lock may be free by now.
@@ -741,6 +717,36 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         #[cfg(loom)]
         Probe::hit(&self.probe.handoffs);
         Self::put_node(slot, level);
+    }
+
+    /// Claim this thread's next MCS node: `(slot, level, node, tail)`, the
+    /// node's `locked` and `next` cleared. Nesting (a signal handler locking
+    /// while its thread is queued on another lock) uses the next level;
+    /// `None` past the last one, or for a thread without a slot.
+    #[inline(always)]
+    fn claim_node() -> Option<(&'static ThreadSlot, u32, &'static QNode, u32)> {
+        let slot = thread::current()?;
+        // Relaxed: only this thread (and a signal handler on it, which
+        // restores it before returning) touches mcs_depth.
+        let level = slot.mcs_depth.load(Relaxed);
+        if level as usize >= MCS_NODES {
+            return None;
+        }
+        slot.mcs_depth.store(level + 1, Relaxed);
+        // The claim must not sink below the node's initialisation, or a
+        // signal handler arriving in between would reuse this node.
+        compiler_fence(Release);
+        match level {
+            1 => events::inc(Event::LockUseNode2),
+            2 => events::inc(Event::LockUseNode3),
+            3 => events::inc(Event::LockUseNode4),
+            _ => {}
+        }
+        let node: &QNode = &slot.mcs[level as usize];
+        // Relaxed: published by xchg_tail's Release.
+        node.locked.store(0, Relaxed);
+        node.next.store(core::ptr::null_mut(), Relaxed);
+        Some((slot, level, node, encode_tail(slot.index, level)))
     }
 
     /// Release the MCS node claimed at `level`.
@@ -1156,8 +1162,9 @@ mod tests {
         assert_eq!(sum.into_inner(), 40_000);
         assert_eq!(lock.word(), 0);
 
-        // Deterministic: the pending path. A holds; B must take pending.
-        let lock = RawQSpinLock::new();
+        // Deterministic: the pending path. A holds; B must take pending
+        // (the native lock: the paravirt one bounds that wait and queues).
+        let lock = RawQSpinLockNative::new();
         lock.raw_lock();
         std::thread::scope(|s| {
             s.spawn(|| {

@@ -506,28 +506,10 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     #[inline(never)]
     fn pv_queue<const MODE: u8>(&self) {
         events::inc(Event::LockSlowpath);
-        let Some(slot) = thread::current() else {
+        let Some((slot, level, node, tail)) = Self::claim_node() else {
             return self.pv_lock_no_node();
         };
-        // Relaxed: only this thread (and a signal handler on it, which
-        // restores it) touches mcs_depth.
-        let level = slot.mcs_depth.load(Relaxed);
-        if level as usize >= MCS_NODES {
-            return self.pv_lock_no_node();
-        }
-        slot.mcs_depth.store(level + 1, Relaxed);
-        compiler_fence(Release);
-        match level {
-            1 => events::inc(Event::LockUseNode2),
-            2 => events::inc(Event::LockUseNode3),
-            3 => events::inc(Event::LockUseNode4),
-            _ => {}
-        }
-        let node: &QNode = &slot.mcs[level as usize];
-        let tail = encode_tail(slot.index, level);
         // Relaxed: published by xchg_tail's Release.
-        node.locked.store(0, Relaxed);
-        node.next.store(core::ptr::null_mut(), Relaxed);
         node.state.store(RUNNING, Relaxed);
 
         if self.pv_try_lock() {
