@@ -275,13 +275,14 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// Try to take a free lock past the queue: `(n,0,0) -> (n,0,LOCKED_PV)`
     /// (`(0,0,0) -> (0,0,LOCKED)` when there is no queue). Fails while the
     /// lock is held or anyone holds pending.
+    /// `Some(slow_owner)` on success: whether we hold `LOCKED_PV`.
     #[inline]
-    pub(super) fn pv_try_lock(&self) -> bool {
+    pub(super) fn pv_try_lock(&self) -> Option<bool> {
         #[cfg(loom)]
         let _ = thread::current_tid();
         let v = self.word.load(Relaxed);
         if v & (LOCKED_MASK | PENDING_MASK) != 0 {
-            return false;
+            return None;
         }
         // A lock with no queue is taken as on the fast path (a plain
         // owner); past a queue it is taken as a slow-path owner, whose
@@ -293,7 +294,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         if ok {
             self.probe.acquired("trylock");
         }
-        ok
+        ok.then_some(v != 0)
     }
 
     /// The unlock of a slow-path owner, `v` the word as last read: clear
@@ -512,7 +513,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         // Relaxed: published by xchg_tail's Release.
         node.state.store(RUNNING, Relaxed);
 
-        if self.pv_try_lock() {
+        if self.pv_try_lock().is_some() {
             return Self::put_node(slot, level);
         }
 
@@ -774,7 +775,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         #[cfg(loom)]
         Probe::hit(&self.probe.no_node);
         let mut round = 0;
-        while !self.pv_try_lock() {
+        while self.pv_try_lock().is_none() {
             pv_yield(round);
             round = round.saturating_add(1);
         }
