@@ -16,8 +16,11 @@
 //! Queued rwlock: [`qrwlock`] ([`RwLock`]); lockstat for userspace:
 //! [`lockstat`] (opt-in per-class contention and hold-time statistics).
 
+#![warn(missing_docs)]
+
 #[cfg(not(loom))]
 pub mod condvar;
+pub mod config;
 pub mod events;
 #[cfg(not(loom))]
 pub mod lockstat;
@@ -25,6 +28,7 @@ pub mod mutex;
 pub mod oncpu;
 #[cfg(all(feature = "bpf", not(loom)))]
 pub mod oncpu_bpf;
+#[doc(hidden)]
 pub mod osq;
 pub mod qrwlock;
 pub mod qspinlock;
@@ -33,11 +37,15 @@ pub mod rt;
 pub mod rtmutex;
 
 pub mod rwsem;
+#[doc(hidden)]
 pub mod spin;
 pub mod spinadapt;
 mod switch;
+#[doc(hidden)]
 pub mod sync;
+#[doc(hidden)]
 pub mod sys;
+#[doc(hidden)]
 pub mod thread;
 mod waitlist;
 

@@ -363,15 +363,8 @@ pub fn set_wait_timeout_ns(ns: u64) {
 /// [`set_reader_wait_ns`] was called first.
 pub fn reader_wait_ns() -> u64 {
     READER_WAIT_ENV.call_once(|| {
-        if let Ok(v) = std::env::var("KLOCK_RWSEM_READER_WAIT_NS") {
-            let ns = if v.trim() == "max" {
-                Some(u64::MAX)
-            } else {
-                v.trim().parse().ok()
-            };
-            if let Some(ns) = ns {
-                READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
-            }
+        if let Some(ns) = crate::config::env_ns("KLOCK_RWSEM_READER_WAIT_NS") {
+            READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
         }
     });
     READER_WAIT.load(core::sync::atomic::Ordering::Relaxed)

@@ -193,7 +193,7 @@ impl SpinAdapt {
         }
         let c = self.count.load(Relaxed).wrapping_add(1);
         self.count.store(c, Relaxed);
-        if c % CHECK_EVERY != 0 {
+        if !c.is_multiple_of(CHECK_EVERY) {
             return None;
         }
         self.checkpoint(crate::sys::monotonic_ns(), c)

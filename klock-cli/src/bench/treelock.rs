@@ -568,7 +568,7 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let k = (x >> 3) % 4096 * 61 % KEY_LIMIT;
-            if x % 3 == 0 {
+            if x.is_multiple_of(3) {
                 assert_eq!(t.remove(k), m.remove(&k));
             } else {
                 assert_eq!(t.insert(k, x), m.insert(k, x));
