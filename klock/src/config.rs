@@ -332,6 +332,8 @@ static BPF_HOOK: StdMutex<Option<BpfHook>> = StdMutex::new(None);
 
 /// The base spin budget, if set in code or by `KLOCK_SPIN_NS` (else the
 /// caller measures it). Fixes the setting.
+// Not read under loom (fixed spin budget, no lockstat).
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) fn spin_ns() -> Option<u64> {
     SPIN_NS.read(|| env_u64("KLOCK_SPIN_NS"))
 }
@@ -357,6 +359,8 @@ pub(crate) fn oracle() -> Oracle {
 }
 
 /// Whether to print the lockstat report at exit. Fixes the setting.
+// Not read under loom (fixed spin budget, no lockstat).
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) fn lockstat_dump_at_exit() -> bool {
     LOCKSTAT_DUMP
         .read(|| Some(std::env::var("KLOCK_LOCKSTAT").is_ok_and(|v| v.trim() == "1")))
@@ -398,6 +402,8 @@ pub(crate) fn env_ns(var: &str) -> Option<u64> {
     }
 }
 
+// Not read under loom (fixed spin budget, no lockstat).
+#[cfg_attr(loom, allow(dead_code))]
 fn env_u64(var: &str) -> Option<u64> {
     std::env::var(var).ok()?.trim().parse().ok()
 }

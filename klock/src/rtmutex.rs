@@ -1343,7 +1343,7 @@ mod loom_kernel {
                     st.queue.push(me);
                     break;
                 }
-                if !deadline.is_some_and(|d| crate::sys::monotonic_ns() >= d) {
+                if deadline.is_none_or(|d| crate::sys::monotonic_ns() < d) {
                     Probe::hit(&probe.kernel_sleeps);
                 }
                 if deadline.is_none() && !self.poll.load(core::sync::atomic::Ordering::Relaxed) {

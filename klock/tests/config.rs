@@ -3,6 +3,8 @@
 //! environment cases run this binary again as a child process with the
 //! variables set (`KLOCK_TEST_CONFIG_CHILD` marks it).
 
+#![cfg(not(loom))]
+
 use klock::config::{Config, Oracle};
 use std::process::Command;
 
