@@ -15,13 +15,13 @@ struct App {
     /// Hot: every request appends to it.
     journal: TrackedMutex<RawMutex, Vec<u64>>,
     /// Read-mostly: looked up by every request, written rarely.
-    sessions: TrackedRwLock<RawRwSem, HashMap<u64, u64>>,
+    accounts: TrackedRwLock<RawRwSem, HashMap<u64, u64>>,
 }
 
 fn main() {
     let app = Arc::new(App {
         journal: TrackedMutex::from_raw(Tracked::named("journal"), Vec::new()),
-        sessions: TrackedRwLock::from_raw(Tracked::named_rw("sessions"), HashMap::new()),
+        accounts: TrackedRwLock::from_raw(Tracked::named_rw("accounts"), HashMap::new()),
     });
     let workers: Vec<_> = (0..4u64)
         .map(|t| {
@@ -29,9 +29,9 @@ fn main() {
             thread::spawn(move || {
                 for i in 0..20_000u64 {
                     let id = (i + t) % 128;
-                    let known = app.sessions.read().get(&id).copied();
+                    let known = app.accounts.read().get(&id).copied();
                     if known.is_none() || i % 1_000 == 0 {
-                        app.sessions.write().insert(id, i);
+                        app.accounts.write().insert(id, i);
                     }
                     app.journal.lock().push(id);
                 }

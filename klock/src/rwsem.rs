@@ -158,7 +158,7 @@
 //!
 //!   With adaptive disabling off the bits still stop spinning for the
 //!   read phase that set them, but no locker carries `RD_NONSPINNABLE`
-//!   over to the next owner (the seed's "before patch" column).
+//!   over to the next owner (the 2019 mail's "before patch" column).
 //!
 //! # Slow paths
 //!
