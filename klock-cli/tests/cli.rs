@@ -146,7 +146,7 @@ fn smoke_bench_writes_every_contract_field() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-// --- treelock and `klock stat` (issue 7) -----------------------------------
+// --- treelock and `klock stat` -----------------------------------
 
 #[test]
 fn stat_prints_both_layouts() {

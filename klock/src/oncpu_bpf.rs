@@ -35,7 +35,7 @@
 //! not report leaves a running thread reading "off" until its next switch
 //! (seen on a Firecracker guest in 0.02–0.04% of reads, mostly after a
 //! switch from the sandbox agent's threads, which ftrace never records
-//! either; README, "Only as complete as the tracepoint"). Readers then take
+//! either; `docs/oncpu-bpf.md`, "Only as complete as the tracepoint"). Readers then take
 //! a running owner for a sleeping one and stop spinning: a lost spin, never
 //! a wrong answer about mutual exclusion.
 //!

@@ -26,7 +26,7 @@
 //!
 //! Throughput is inversions per second (all groups), measured over fixed
 //! windows ([`WINDOWS_PER_RUN`] per run); the table shows their harmonic
-//! mean and standard deviation by group count, as the seed's `Hmean`/
+//! mean and standard deviation by group count, as the 2016 mail's `Hmean`/
 //! `Stddev` rows.
 
 use super::peers::BenchLock;

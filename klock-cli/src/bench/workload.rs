@@ -25,7 +25,7 @@ pub enum CriticalSection {
     /// Shared map: a write inserts and removes a key (like creat+unlink in a
     /// directory); a read looks up `lookups` keys.
     Map { lookups: u32 },
-    /// page_fault1-like (the rwsem seed's will-it-scale test on mmap_sem):
+    /// page_fault1-like (the 2019 rwsem mail's will-it-scale test on mmap_sem):
     /// every thread mostly read-locks the shared map for `lookups` lookups
     /// (a page fault), write-locks it for one operation in `write_every`
     /// (mmap/munmap), and one read in `sleep_every` sleeps `sleep_us` µs
