@@ -1,7 +1,7 @@
 //! `klock`: the kernel's lock experiments, torture and lockstat for userspace.
 
 use clap::{Args, Parser, Subcommand};
-use klock_bench::{bench, torture};
+use klock_cli::{bench, torture};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

@@ -27,10 +27,8 @@ fn list_shows_suites_and_locks() {
                 == Some(name)
         })
     };
-    let suites = klock_bench::bench::suites::SUITES.iter().map(|s| s.name);
-    let locks = klock_bench::bench::registry::all()
-        .into_iter()
-        .map(|e| e.id);
+    let suites = klock_cli::bench::suites::SUITES.iter().map(|s| s.name);
+    let locks = klock_cli::bench::registry::all().into_iter().map(|e| e.id);
     for name in suites.chain(locks) {
         assert!(listed(name), "--list lacks {name}:\n{t}");
     }
@@ -148,7 +146,7 @@ fn smoke_bench_writes_every_contract_field() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-// --- treelock and `klock stat` (issue 7) -----------------------------------
+// --- treelock and `klock stat` -----------------------------------
 
 #[test]
 fn stat_prints_both_layouts() {

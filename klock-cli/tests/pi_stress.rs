@@ -6,9 +6,9 @@
 //! beside it in one binary (cargo runs test binaries one after another).
 //! Without CAP_SYS_NICE or a second CPU it prints a skip message and passes.
 
-use klock_bench::bench::klocks::RtNoSpin;
-use klock_bench::bench::peers::StdMutex;
-use klock_bench::bench::pi::{run, PiFutexLock, RT_CPU, WINDOWS_PER_RUN};
+use klock_cli::bench::klocks::RtNoSpin;
+use klock_cli::bench::peers::StdMutex;
+use klock_cli::bench::pi::{run, PiFutexLock, RT_CPU, WINDOWS_PER_RUN};
 use std::time::Duration;
 
 #[test]

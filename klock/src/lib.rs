@@ -1,23 +1,39 @@
-//! # klock — the Linux kernel's locking playbook in userspace
+//! # klock: the Linux kernel's locks in userspace
 //!
-//! Platform layer: [`sync`] (atomics shim, std or loom), [`sys`] (futex,
-//! tid, cpu, clock), [`thread`] (thread index and per-thread queue nodes),
-//! [`spin`] (relax and time-bounded spin budgets).
+//! Linux only. Five lock families of the kernel, behind the `lock_api`
+//! traits (the API of `parking_lot`: guards, `try_lock`, timed locks):
 //!
-//! Locks: [`qspinlock`] (the queued spinlock, [`SpinLock`]), [`mutex`]
-//! (the optimistic-spinning mutex, [`Mutex`], with [`Condvar`]), built on
-//! [`osq`] (the optimistic spin queue) and [`oncpu`] (the owner-running
-//! oracle; with feature `bpf`, `oncpu_bpf`: the exact one, from an eBPF
-//! `sched_switch` program), and [`rtmutex`] (the priority-inheritance mutex, [`RtMutex`],
-//! with [`rt`] helpers for real-time threads).
+//! | type | the kernel's | use it for |
+//! |---|---|---|
+//! | [`Mutex`] (+ [`Condvar`]) | `struct mutex`, optimistic spinning ([`mutex`]) | a general mutex, also when threads outnumber CPUs |
+//! | [`RwSem`] | `struct rw_semaphore` ([`rwsem`]) | read-mostly data, long or sleeping read sections; downgrade |
+//! | [`SpinLock`] | queued spinlock with the paravirt slow path ([`qspinlock`]) | tiny critical sections |
+//! | [`RwLock`] | queued rwlock ([`qrwlock`]) | a reader-writer spinlock, threads ≤ CPUs |
+//! | [`RtMutex`] | rt-mutex on the PI futex ([`rtmutex`], helpers in [`rt`]) | real-time threads of different priorities |
 //!
-//! Instruments: [`events`] (per-lock-type event counters, feature `events`).
+//! ```
+//! let counter = klock::Mutex::new(0u64);
+//! *counter.lock() += 1;
+//! assert_eq!(*counter.lock(), 1);
+//! ```
 //!
-//! Queued rwlock: [`qrwlock`] ([`RwLock`]); lockstat for userspace:
-//! [`lockstat`] (opt-in per-class contention and hold-time statistics).
+//! Around them: [`config`] (process-wide settings in code; the `KLOCK_*`
+//! environment variables as defaults), [`lockstat`] (per-class contention
+//! and hold-time statistics for any `lock_api` lock), [`events`] (per-lock
+//! type event counters, feature `events`), [`oncpu`] (whether a lock's
+//! owner is running: a time budget, or with feature `bpf` an eBPF
+//! `sched_switch` program, `oncpu_bpf`) and [`spinadapt`] (the per-lock
+//! test of whether spinning pays).
+//!
+//! The design, the benchmarks that measure these locks against `std`,
+//! `parking_lot` and glibc, and their results are described in the
+//! repository's `README.md` and `docs/`.
+
+#![warn(missing_docs)]
 
 #[cfg(not(loom))]
 pub mod condvar;
+pub mod config;
 pub mod events;
 #[cfg(not(loom))]
 pub mod lockstat;
@@ -25,6 +41,7 @@ pub mod mutex;
 pub mod oncpu;
 #[cfg(all(feature = "bpf", not(loom)))]
 pub mod oncpu_bpf;
+#[doc(hidden)]
 pub mod osq;
 pub mod qrwlock;
 pub mod qspinlock;
@@ -33,11 +50,15 @@ pub mod rt;
 pub mod rtmutex;
 
 pub mod rwsem;
+#[doc(hidden)]
 pub mod spin;
 pub mod spinadapt;
 mod switch;
+#[doc(hidden)]
 pub mod sync;
+#[doc(hidden)]
 pub mod sys;
+#[doc(hidden)]
 pub mod thread;
 mod waitlist;
 

@@ -356,7 +356,7 @@ struct Registry {
 fn registry() -> MutexGuard<'static, Registry> {
     static REG: OnceLock<Mutex<Registry>> = OnceLock::new();
     REG.get_or_init(|| {
-        if std::env::var("KLOCK_LOCKSTAT").is_ok_and(|v| v == "1") {
+        if crate::config::lockstat_dump_at_exit() {
             register_exit_dump();
         }
         if tsc_is_reliable() {
@@ -858,18 +858,29 @@ pub fn rwlock<T>(value: T) -> TrackedRwLock<crate::RawQRwLock, T> {
 /// One side's totals (times in ns).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SideStats {
+    /// Successful lock operations.
     pub acquisitions: u64,
+    /// Acquisitions by another thread than the previous acquisition of
+    /// the same lock (its cache line moved).
     pub acq_bounces: u64,
+    /// Acquisitions that found the lock unavailable and waited.
     pub contentions: u64,
+    /// Contentions where the lock had last been taken by another thread.
     pub con_bounces: u64,
+    /// `try_lock` calls that failed.
     pub rejects: u64,
-    /// 0 when there were no contentions.
+    /// Shortest wait of a contended acquisition; 0 when there were no
+    /// contentions.
     pub wait_min_ns: u64,
+    /// Longest wait of a contended acquisition.
     pub wait_max_ns: u64,
+    /// Sum of the waits of contended acquisitions.
     pub wait_total_ns: u64,
-    /// 0 when there were no completed holds.
+    /// Shortest hold; 0 when there were no completed holds.
     pub hold_min_ns: u64,
+    /// Longest hold.
     pub hold_max_ns: u64,
+    /// Sum of all completed holds.
     pub hold_total_ns: u64,
 }
 
@@ -906,17 +917,24 @@ impl SideStats {
 /// One contention point: where threads waited for a class.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SiteStats {
+    /// The call site (through `#[track_caller]`) that waited.
     pub site: &'static Location<'static>,
+    /// Whether it waited for a write (exclusive) or read (shared) hold.
     pub mode: Mode,
+    /// How many times threads waited there.
     pub contentions: u64,
+    /// Their total wait.
     pub wait_total_ns: u64,
 }
 
 /// Totals of one class.
 #[derive(Clone, Debug)]
 pub struct ClassStats {
+    /// The class's name (see [`Class`]).
     pub name: String,
+    /// Exclusive holds (a mutex's only mode, an rwlock's write side).
     pub write: SideStats,
+    /// Shared holds (an rwlock's read side; zeros for a mutex).
     pub read: SideStats,
     /// Contention points, most contentions first.
     pub sites: Vec<SiteStats>,

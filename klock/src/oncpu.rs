@@ -174,6 +174,14 @@ pub fn use_oracle(kind: OracleKind) -> Result<(), String> {
 #[cfg(not(all(feature = "bpf", not(loom))))]
 const BPF_MISSING: &str = "the bpf oracle is not built in: rebuild klock with `--features bpf`";
 
+/// Whether an oracle is in place already (chosen at first use, or by
+/// [`use_oracle`] / [`set_oracle`]): [`crate::config::Config::oracle`]
+/// can no longer choose it.
+pub(crate) fn oracle_chosen() -> bool {
+    // Relaxed: only whether it is null is used, nothing it points to.
+    !ORACLE.load(Relaxed).is_null()
+}
+
 /// Which built-in oracle is in use (`None`: not chosen yet, or a custom
 /// one from [`set_oracle`]).
 pub fn oracle_kind() -> Option<OracleKind> {
@@ -188,7 +196,8 @@ pub fn oracle_kind() -> Option<OracleKind> {
     None
 }
 
-/// The process's oracle. Chosen on first use from `KLOCK_ONCPU`
+/// The process's oracle. Chosen on first use from
+/// [`crate::config::Config::oracle`] or `KLOCK_ONCPU`
 /// (`auto`, the default: the eBPF oracle if klock was built with feature
 /// `bpf` and the program loads, else the budget oracle; `bpf`: the same
 /// but say why when it cannot load; `budget`), unless [`set_oracle`] or
@@ -211,18 +220,11 @@ pub fn oracle() -> &'static dyn OnCpu {
 fn choose_from_env() -> &'static dyn OnCpu {
     static CHOSEN: std::sync::Once = std::sync::Once::new();
     CHOSEN.call_once(|| {
-        let want = std::env::var("KLOCK_ONCPU").unwrap_or_default();
         // Try the eBPF oracle? And say so if it cannot load?
-        let (bpf, loud) = match want.trim() {
-            "" | "auto" => (true, false),
-            "budget" => (false, false),
-            "bpf" => (true, true),
-            other => {
-                eprintln!(
-                    "klock: KLOCK_ONCPU={other:?} is not one of auto, bpf, budget; using auto"
-                );
-                (true, false)
-            }
+        let (bpf, loud) = match crate::config::oracle() {
+            crate::config::Oracle::Auto => (true, false),
+            crate::config::Oracle::Budget => (false, false),
+            crate::config::Oracle::Bpf => (true, true),
         };
         // The budget oracle at once (only if nobody chose meanwhile)...
         let _ = ORACLE.compare_exchange(
@@ -387,10 +389,7 @@ pub fn base_spin_ns() -> u64 {
     {
         static BASE: OnceLock<u64> = OnceLock::new();
         *BASE.get_or_init(|| {
-            if let Some(ns) = std::env::var("KLOCK_SPIN_NS")
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
-            {
+            if let Some(ns) = crate::config::spin_ns() {
                 return ns.max(1);
             }
             calibrate::half_round_trip_ns()
@@ -525,7 +524,7 @@ mod tests {
         let b = base_spin_ns();
         let dt = t0.elapsed();
         assert!((1..=MAX_SPIN_NS.max(1 << 40)).contains(&b), "{b}");
-        if std::env::var_os("KLOCK_SPIN_NS").is_none() {
+        if crate::config::spin_ns().is_none() {
             assert!((MIN_SPIN_NS..=MAX_SPIN_NS).contains(&b), "{b}");
         }
         // Generous: the machine is shared; the cap itself is ~1.2 ms.

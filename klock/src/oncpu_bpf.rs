@@ -35,7 +35,7 @@
 //! not report leaves a running thread reading "off" until its next switch
 //! (seen on a Firecracker guest in 0.02–0.04% of reads, mostly after a
 //! switch from the sandbox agent's threads, which ftrace never records
-//! either; README, "Only as complete as the tracepoint"). Readers then take
+//! either; `docs/oncpu-bpf.md`, "Only as complete as the tracepoint"). Readers then take
 //! a running owner for a sleeping one and stop spinning: a lost spin, never
 //! a wrong answer about mutual exclusion.
 //!
@@ -269,15 +269,11 @@ fn lock_state() -> std::sync::MutexGuard<'static, State> {
 /// `tp_btf` program, else through a perf tracepoint (`KLOCK_BPF_HOOK=
 /// tp_btf|tracepoint` forces one). Does nothing if it is attached already.
 pub fn load() -> Result<(), BpfError> {
-    let forced = match std::env::var("KLOCK_BPF_HOOK").as_deref().map(str::trim) {
-        Ok("tp_btf") => Some(Hook::TpBtf),
-        Ok("tracepoint") => Some(Hook::Tracepoint),
-        Ok("") | Err(_) => None,
-        Ok(other) => {
-            return Err(BpfError(format!(
-                "bpf oracle: KLOCK_BPF_HOOK={other:?} is not tp_btf or tracepoint"
-            )))
-        }
+    let forced = match crate::config::bpf_hook() {
+        Ok(crate::config::BpfHook::TpBtf) => Some(Hook::TpBtf),
+        Ok(crate::config::BpfHook::Tracepoint) => Some(Hook::Tracepoint),
+        Ok(crate::config::BpfHook::Auto) => None,
+        Err(e) => return Err(BpfError(format!("bpf oracle: {e}"))),
     };
     load_with(forced)
 }
@@ -287,7 +283,7 @@ pub fn load() -> Result<(), BpfError> {
 pub fn load_with(hook: Option<Hook>) -> Result<(), BpfError> {
     let mut st = lock_state();
     if let Some(a) = &st.prog {
-        if hook.map_or(true, |h| h == a.hook) {
+        if hook.is_none_or(|h| h == a.hook) {
             return Ok(());
         }
         ATTACHED.store(false, Ordering::Relaxed);
@@ -486,7 +482,12 @@ pub enum TidSource {
     TaskPid(i16),
     /// A perf tracepoint program: the context is the `sched_switch`
     /// record, with `prev_pid` and `next_pid` at these offsets (tracefs).
-    Record { prev: i16, next: i16 },
+    Record {
+        /// Byte offset of `prev_pid` in the record.
+        prev: i16,
+        /// Byte offset of `next_pid` in the record.
+        next: i16,
+    },
 }
 
 /// The program: for `prev` then `next`, find the entry, check its tag,

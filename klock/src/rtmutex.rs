@@ -7,7 +7,7 @@
 //! that must wait goes through `FUTEX_LOCK_PI2` (the kernel queues waiters
 //! by priority, boosts the owner, walks the PI chain, detects deadlocks
 //! with `EDEADLK`, and spins for its own top waiter). Uncontended lock and
-//! unlock stay in userspace, and so does the seed's idea: a contender that
+//! unlock stay in userspace, and so does the idea of the 2016 top-waiter spinning mail: a contender that
 //! would be the **top waiter** first **spins on the running owner** instead
 //! of blocking, and stops when
 //!
@@ -63,14 +63,14 @@
 //!   late instead of at once).
 //!
 //! Switch: [`set_user_wait`] / `KLOCK_RT_USER_WAIT=0` (all non-RT waiters
-//! queue in the kernel, the seed's literal design), or per type
+//! queue in the kernel, that mail's literal design), or per type
 //! [`RT_SPIN_KWAIT`]; [`NO_RT_SPIN`] neither spins nor waits in userspace.
 //!
 //! The spinner never steals: it takes the lock only when the word is 0,
 //! and the word is never 0 while the kernel has waiters queued (the
 //! kernel's unlock hands the lock straight to its top waiter, writing that
 //! waiter's tid). At most one thread spins per lock (a spinner slot), as in
-//! the seed ("at most only one spinner waiter upon contended lock").
+//! that mail ("at most only one spinner waiter upon contended lock").
 //!
 //! # The lock word (the kernel's PI-futex ABI)
 //!
@@ -169,7 +169,7 @@ pub const RT_SPIN: u8 = 1;
 pub const NO_RT_SPIN: u8 = 2;
 
 /// Per-lock mode: the top waiter spins, but every other contender queues
-/// in the kernel, real-time or not (no userspace wait: the seed's literal
+/// in the kernel, real-time or not (no userspace wait: the 2016 mail's literal
 /// design, kept so that one benchmark run can show both).
 pub const RT_SPIN_KWAIT: u8 = 3;
 
@@ -1343,7 +1343,7 @@ mod loom_kernel {
                     st.queue.push(me);
                     break;
                 }
-                if !deadline.is_some_and(|d| crate::sys::monotonic_ns() >= d) {
+                if deadline.is_none_or(|d| crate::sys::monotonic_ns() < d) {
                     Probe::hit(&probe.kernel_sleeps);
                 }
                 if deadline.is_none() && !self.poll.load(core::sync::atomic::Ordering::Relaxed) {

@@ -31,7 +31,7 @@
 //! threads than CPUs that took about 30 µs a reader in `rwsem-pagefault`
 //! at 16 threads on 2 CPUs, during which the lock was held by threads
 //! that were not running and every other locker queued behind them (see
-//! the README). Writers
+//! `docs/locks/rwsem.md`). Writers
 //! are woken one at a time, in queue order, and take the lock themselves.
 //! A first waiter that has waited longer than [`wait_timeout_ns`] sets
 //! `HANDOFF`: from then on only it may take the lock.
@@ -158,7 +158,7 @@
 //!
 //!   With adaptive disabling off the bits still stop spinning for the
 //!   read phase that set them, but no locker carries `RD_NONSPINNABLE`
-//!   over to the next owner (the seed's "before patch" column).
+//!   over to the next owner (the 2019 mail's "before patch" column).
 //!
 //! # Slow paths
 //!
@@ -266,7 +266,7 @@ pub const DEFAULT_WAIT_TIMEOUT_NS: u64 = 4_000_000;
 /// Default for [`reader_wait_ns`]: no bound (`u64::MAX`), the kernel's
 /// policy: readers queued behind a writer wait for that writer, whose own
 /// hand-off bounds the wait. A finite bound makes the rwsem fairer to
-/// readers at a large cost in throughput (see the README).
+/// readers at a large cost in throughput (see `docs/locks/rwsem.md`).
 pub const DEFAULT_READER_WAIT_NS: u64 = u64::MAX;
 /// Default for [`reader_grant_ns`]: readers at the front of the queue are
 /// woken to compete for the lock until they have waited the hand-off bound
@@ -363,15 +363,8 @@ pub fn set_wait_timeout_ns(ns: u64) {
 /// [`set_reader_wait_ns`] was called first.
 pub fn reader_wait_ns() -> u64 {
     READER_WAIT_ENV.call_once(|| {
-        if let Ok(v) = std::env::var("KLOCK_RWSEM_READER_WAIT_NS") {
-            let ns = if v.trim() == "max" {
-                Some(u64::MAX)
-            } else {
-                v.trim().parse().ok()
-            };
-            if let Some(ns) = ns {
-                READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
-            }
+        if let Some(ns) = crate::config::env_ns("KLOCK_RWSEM_READER_WAIT_NS") {
+            READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
         }
     });
     READER_WAIT.load(core::sync::atomic::Ordering::Relaxed)
@@ -392,7 +385,7 @@ pub fn set_reader_wait_ns(ns: u64) {
 /// requested a hand-off; before that it only wakes them (unlinked) to
 /// compete for it. A granted reader owns the lock from the grant until it
 /// has run and unlocked, however long the scheduler takes to run it; with
-/// more threads than CPUs that wait dominated (see the README). `0`: always
+/// more threads than CPUs that wait dominated (see `docs/locks/rwsem.md`). `0`: always
 /// grant (the kernel's policy); `u64::MAX`: grant only on a hand-off.
 pub fn reader_grant_ns() -> u64 {
     READER_GRANT.load(core::sync::atomic::Ordering::Relaxed)

@@ -13,7 +13,7 @@ pub const CLOCK_EVERY: u32 = 16;
 /// that budgets end after a few model steps.
 #[inline(always)]
 pub(crate) fn clock_due(n: u32) -> bool {
-    cfg!(loom) || n % CLOCK_EVERY == 0
+    cfg!(loom) || n.is_multiple_of(CLOCK_EVERY)
 }
 
 /// One busy-wait iteration (`PAUSE` on x86; a yield under loom).
@@ -56,7 +56,7 @@ impl SpinBudget {
     pub fn relax(&mut self) -> bool {
         cpu_relax();
         self.n = self.n.wrapping_add(1);
-        self.n % CLOCK_EVERY != 0 || monotonic_ns() < self.deadline
+        !self.n.is_multiple_of(CLOCK_EVERY) || monotonic_ns() < self.deadline
     }
 
     /// Spin until `done()` holds (true) or the budget is spent (false).

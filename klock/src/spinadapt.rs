@@ -53,7 +53,7 @@
 //! the switches between modes are not free: in 1 s bench runs of a fresh
 //! lock, where spinning wins, `mutex` did 1–5% less than `mutex-fixed`
 //! at 4–32 threads on 2 CPUs (`bench/results/2core-mutex-v3.txt`), and
-//! 2.1% less at 16 threads in a later sitting (`2core-mutex-ceiling-v4.txt`).
+//! 2.1% less at 16 threads in a later measurement (`2core-mutex-ceiling-v4.txt`).
 //!
 //! Only the lock holder steps the machine, so its fields need no
 //! synchronisation beyond the lock itself; they are atomics (`Relaxed`)
@@ -193,7 +193,7 @@ impl SpinAdapt {
         }
         let c = self.count.load(Relaxed).wrapping_add(1);
         self.count.store(c, Relaxed);
-        if c % CHECK_EVERY != 0 {
+        if !c.is_multiple_of(CHECK_EVERY) {
             return None;
         }
         self.checkpoint(crate::sys::monotonic_ns(), c)

@@ -1,6 +1,7 @@
 //! Process-wide on/off switches of the locks (owner spinning, reader
 //! spinning, …): on by default, off when an environment variable says so
-//! (read once, at first use), and settable at run time. Configuration, not
+//! (read once, at first use, through [`crate::config`]), and settable at
+//! run time. Configuration, not
 //! synchronisation: plain std atomics with `Relaxed` ordering.
 
 use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
@@ -42,7 +43,7 @@ impl Switch {
 
     #[cold]
     fn read_env(&self) -> bool {
-        let off = std::env::var(self.var).is_ok_and(|v| says_off(&v));
+        let off = crate::config::env_switch(self.var) == Some(false);
         // Keep a concurrent `set` if it came first.
         let _ = self
             .state
@@ -51,27 +52,9 @@ impl Switch {
     }
 }
 
-/// Whether an environment value turns a switch off.
-fn says_off(v: &str) -> bool {
-    matches!(
-        v.trim().to_ascii_lowercase().as_str(),
-        "0" | "off" | "false" | "no"
-    )
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-
-    #[test]
-    fn values_that_turn_a_switch_off() {
-        for v in ["0", "off", " Off ", "FALSE", "no"] {
-            assert!(says_off(v), "{v:?}");
-        }
-        for v in ["1", "on", "", "yes", "offf"] {
-            assert!(!says_off(v), "{v:?}");
-        }
-    }
 
     #[test]
     fn unset_is_on_and_set_overrides() {

@@ -76,7 +76,7 @@ fn contended_timeouts<const SPIN: u8>() {
                 let mut i = 0u64;
                 while Instant::now() < t_end {
                     i += 1;
-                    if (i + t) % 4 == 0 {
+                    if (i + t).is_multiple_of(4) {
                         let mut g = m.lock();
                         *g += 1;
                         ok.fetch_add(1, Relaxed);

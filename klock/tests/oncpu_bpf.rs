@@ -318,7 +318,7 @@ fn mutex_under_the_bpf_oracle_excludes() {
                 while t0.elapsed() < Duration::from_millis(300) {
                     let mut g = m.lock();
                     *g += 1;
-                    if k == 0 && n % 64 == 0 {
+                    if k == 0 && n.is_multiple_of(64) {
                         // An owner that sleeps: waiters must not spin on it.
                         std::thread::sleep(Duration::from_micros(50));
                     }

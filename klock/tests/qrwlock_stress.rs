@@ -38,7 +38,7 @@ fn readers_and_writers_exclude_under_stress() {
                     wi.fetch_sub(1, Relaxed);
                     drop(g);
                     n += 1;
-                    if (n + w) % 64 == 0 {
+                    if (n + w).is_multiple_of(64) {
                         std::thread::yield_now();
                     }
                 }

@@ -236,7 +236,7 @@ fn stress_mixed<const S: u8>(rt_ok: bool) {
                     }
                     drop(_g);
                     ops += 1;
-                    if prio.is_some() && ops % 64 == 0 {
+                    if prio.is_some() && ops.is_multiple_of(64) {
                         // Let the lower-priority RT thread in now and then.
                         std::thread::sleep(Duration::from_micros(50));
                     }

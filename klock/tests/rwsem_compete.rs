@@ -106,7 +106,7 @@ fn exclusion_under_every_bound() {
                         let mut i = 0u64;
                         while !stop.load(Relaxed) {
                             i += 1;
-                            if t % 4 == 0 || i % 8 == 0 {
+                            if t % 4 == 0 || i.is_multiple_of(8) {
                                 let mut g = l.write();
                                 g[0] += 1;
                                 std::hint::black_box(&mut *g);
@@ -114,7 +114,7 @@ fn exclusion_under_every_bound() {
                             } else {
                                 let g = l.read();
                                 assert_eq!(g[0], g[1], "torn read (bound {ns})");
-                                if i % 64 == 0 {
+                                if i.is_multiple_of(64) {
                                     std::thread::sleep(Duration::from_micros(20));
                                 }
                             }

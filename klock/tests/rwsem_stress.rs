@@ -48,15 +48,15 @@ fn no_torn_reads<const R: u8, const A: u8>(readers: usize, writers: usize, ms: u
                                 std::thread::yield_now();
                             }
                         }
-                        if x % 2048 == 0 {
+                        if x.is_multiple_of(2048) {
                             std::thread::sleep(Duration::from_micros(50));
                         }
                     } else {
                         let g = l.read();
                         let v = g[0];
-                        if x % 512 == 0 {
+                        if x.is_multiple_of(512) {
                             std::thread::sleep(Duration::from_micros(30));
-                        } else if x % 32 == 0 {
+                        } else if x.is_multiple_of(32) {
                             std::thread::yield_now();
                         }
                         assert!(g.iter().all(|&w| w == v), "torn read: {:?}", *g);
@@ -317,13 +317,13 @@ fn many_timeouts_leave_the_lock_clean() {
                     let got = if t % 2 == 0 {
                         l.try_write_for(d).map(|mut g| {
                             *g += 1;
-                            if x % 8 == 0 {
+                            if x.is_multiple_of(8) {
                                 std::thread::sleep(Duration::from_micros(200));
                             }
                         })
                     } else {
                         l.try_read_for(d).map(|_g| {
-                            if x % 8 == 0 {
+                            if x.is_multiple_of(8) {
                                 std::thread::sleep(Duration::from_micros(200));
                             }
                         })

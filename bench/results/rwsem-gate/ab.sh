@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 5: rwsem readers woken one FUTEX_WAKE per grant (the lock's
+# rwsem readers woken one FUTEX_WAKE per grant (the lock's
 # reader word) against one FUTEX_WAKE per reader (the commit before).
 # Alternates the two binaries, one 1 s run per lock and thread count each
 # time, and prints one line per binary and round: lock@threads=kop/s

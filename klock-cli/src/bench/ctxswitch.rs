@@ -1,5 +1,5 @@
 //! `ctxswitch`: what the eBPF oracle's `sched_switch` hook costs per
-//! context switch (issue 9).
+//! context switch.
 //!
 //! Two threads pinned to one CPU ping-pong through a futex: each hand-over
 //! is one voluntary context switch, and nothing else runs between them.

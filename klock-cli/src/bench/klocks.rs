@@ -131,7 +131,7 @@ impl<const SPIN: u8, W: klock::mutex::WaitLockRaw + 'static> TryBench for KMutex
     }
 }
 
-// --- rtmutex (issue 6): klock's PI mutex and its adaptive mutex as bench locks.
+// --- rtmutex: klock's PI mutex and its adaptive mutex as bench locks.
 
 /// `klock::RawRtMutexWith<SPIN>`: the PI mutex, userspace top-waiter
 /// spinning on ([`klock::rtmutex::RT_SPIN`]) or off ([`klock::rtmutex::NO_RT_SPIN`]).
@@ -198,7 +198,7 @@ impl<const R: u8, const A: u8> TryBench for RwSem<R, A> {
     }
 }
 
-// --- the exact oracle (issue 9): any klock lock under the eBPF oracle.
+// --- the exact oracle: any klock lock under the eBPF oracle.
 
 /// Lock `L` run under the exact eBPF owner-running oracle
 /// ([`klock::oncpu::OracleKind::Bpf`]; feature `bpf`, root). The bench

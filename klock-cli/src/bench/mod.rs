@@ -11,7 +11,7 @@ pub mod stats;
 pub mod suites;
 pub mod workload;
 pub mod xfer;
-// treelock suite and `klock stat` (issue 7)
+// treelock suite and `klock stat`
 pub mod stat;
 pub mod treelock;
 pub mod verdict;
@@ -182,7 +182,7 @@ impl Options {
                     outside_ns: self.outside_ns.unwrap_or(suite.outside_ns),
                     duration,
                     warmup,
-                    // treelock: the seed's table is mean(stddev) of 5 runs.
+                    // treelock: the 2004 mail's table is mean(stddev) of 5 runs.
                     runs: if suite.name == treelock::NAME && self.runs.is_none() && !self.quick {
                         5
                     } else {
@@ -225,14 +225,14 @@ pub fn execute(plans: &[Plan], command: &str) -> Result<Vec<ResultFile>, String>
             files.push(file);
             continue;
         }
-        // The oracle's hook cost: its own runner and table (issue 9).
+        // The oracle's hook cost: its own runner and table.
         if plan.suite.name == ctxswitch::NAME {
             if let Some(file) = ctxswitch::execute(plan, &machine, command, &pb)? {
                 files.push(file);
             }
             continue;
         }
-        // pi_stress has its own runner, table and JSON rows (issue 6).
+        // pi_stress has its own runner, table and JSON rows.
         if plan.suite.name == pi::SUITE {
             if let Some(file) = pi::execute(plan, &machine, command, &pb)? {
                 files.push(file);

@@ -26,7 +26,7 @@
 //!
 //! Throughput is inversions per second (all groups), measured over fixed
 //! windows ([`WINDOWS_PER_RUN`] per run); the table shows their harmonic
-//! mean and standard deviation by group count, as the seed's `Hmean`/
+//! mean and standard deviation by group count, as the 2016 mail's `Hmean`/
 //! `Stddev` rows.
 
 use super::peers::BenchLock;
@@ -245,7 +245,7 @@ fn busy_until(bound: Duration, mut done: impl FnMut() -> bool) {
     let mut n = 0u32;
     while !done() {
         n = n.wrapping_add(1);
-        if n % 64 == 0 && Instant::now() >= end {
+        if n.is_multiple_of(64) && Instant::now() >= end {
             return;
         }
         std::hint::spin_loop();

@@ -155,7 +155,7 @@ pub fn all() -> Vec<LockEntry> {
             "klock-rwsem",
             "reader-spin-off",
             true,
-            "klock::RwSem, reader optimistic spinning off (the seed's 'before rspin')"
+            "klock::RwSem, reader optimistic spinning off (the 2019 mail's 'before rspin')"
         ),
         entry!(
             RwSem<{ klock::rwsem::ON }, { klock::rwsem::OFF }>,
@@ -163,7 +163,7 @@ pub fn all() -> Vec<LockEntry> {
             "klock-rwsem",
             "reader-spin-no-adaptive",
             true,
-            "klock::RwSem, reader spinning on, no adaptive disabling (the seed's 'before patch')"
+            "klock::RwSem, reader spinning on, no adaptive disabling (the 2019 mail's 'before patch')"
         ),
         entry!(
             RwSem<{ klock::rwsem::ON }, { klock::rwsem::ON }>,
@@ -171,7 +171,7 @@ pub fn all() -> Vec<LockEntry> {
             "klock-rwsem",
             "reader-spin-adaptive",
             true,
-            "klock::RwSem, reader spinning + adaptive disabling (the seed's 'after patch')"
+            "klock::RwSem, reader spinning + adaptive disabling (the 2019 mail's 'after patch')"
         ),
         entry!(
             RwSem<{ klock::rwsem::STEAL }, { klock::rwsem::OFF }>,
@@ -269,7 +269,7 @@ pub fn all() -> Vec<LockEntry> {
             true,
             "glibc pthread_rwlock_t (reader-preferring default)"
         ),
-        // --- rtmutex (issue 6)
+        // --- rtmutex
         entry!(
             RtSpin,
             "rtmutex",

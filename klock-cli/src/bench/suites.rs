@@ -1,4 +1,4 @@
-//! The suites: each is a seed's experiment shape with default locks,
+//! The suites: each is the shape of a kernel mailing-list experiment with default locks,
 //! thread counts and workload.
 
 use super::workload::CriticalSection;
@@ -45,7 +45,7 @@ fn all_mixed(n: usize) -> (usize, usize) {
     (n, 0)
 }
 
-/// The rwsem seed's three columns, mainline's reader lock stealing, then
+/// The 2019 rwsem mail's three columns, mainline's reader lock stealing, then
 /// the peers.
 const RWSEM_LOCKS: &[&str] = &[
     "rwsem-nospin",
@@ -171,7 +171,7 @@ pub const SUITES: &[Suite] = &[
         mix: all_writers,
         cost_table: false,
     },
-    // --- rtmutex (issue 6)
+    // --- rtmutex
     Suite {
         name: "pi",
         title: "pi_stress (2016 rtmutex top-waiter spinning mail): groups of low/medium/high \

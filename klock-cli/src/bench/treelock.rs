@@ -2,12 +2,12 @@
 //! experiment. A read-mostly shared index — a radix tree of integer keys,
 //! like the page cache's — under a spinlock, an rwlock and the peers:
 //!
-//! 1. single-thread cost per operation in ns (the seed's "additional cost
+//! 1. single-thread cost per operation in ns (the 2004 mail's "additional cost
 //!    of the rwlock", ~240 ns on a P4), untracked and with lockstat
 //!    tracking (the difference is lockstat's cost per acquisition);
-//! 2. throughput by threads as mean(stddev) over runs (the seed's jobs/min
+//! 2. throughput by threads as mean(stddev) over runs (the 2004 mail's jobs/min
 //!    table, 5 runs);
-//! 3. the lockmeter table of one tracked run per lock (the seed's lockstat
+//! 3. the lockmeter table of one tracked run per lock (the 2004 mail's lockstat
 //!    output, which showed 13.1% contention in `find_lock_page`).
 //!
 //! Every thread does the same mix: [`WRITE_PCT`]% of operations insert or
@@ -443,7 +443,7 @@ fn ns_per_op(r: &ResultRow) -> f64 {
     1e6 / r.kops_mean.max(1e-9)
 }
 
-/// `7556(15)`: mean(stddev), as in the seed's table.
+/// `7556(15)`: mean(stddev), as in the 2004 mail's table.
 fn mean_sd(r: &ResultRow) -> String {
     format!("{}({})", rate(r.kops_mean), rate(r.kops_stddev))
 }
@@ -466,7 +466,7 @@ fn render(
 
     let _ = writeln!(
         out,
-        "\nSingle-thread cost per operation, ns (the seed's \"additional cost of the rwlock\"); \
+        "\nSingle-thread cost per operation, ns (the 2004 mail's \"additional cost of the rwlock\"); \
          tracked = under lockstat, so tracked - untracked = lockstat's cost per acquisition"
     );
     let first = cost.first().map(|c| ns_per_op(&c.1));
@@ -502,7 +502,7 @@ fn render(
         plan.runs
     );
     let ids: Vec<&str> = plan.locks.iter().map(|l| l.id).collect();
-    // The seed's spinlock → rwlock column, when both are in the run.
+    // The 2004 mail's spinlock → rwlock column, when both are in the run.
     let pair = ids.contains(&"qspinlock") && ids.contains(&"qrwlock");
     let mut header: Vec<String> = std::iter::once("threads".to_string())
         .chain(ids.iter().map(|s| s.to_string()))
@@ -568,7 +568,7 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let k = (x >> 3) % 4096 * 61 % KEY_LIMIT;
-            if x % 3 == 0 {
+            if x.is_multiple_of(3) {
                 assert_eq!(t.remove(k), m.remove(&k));
             } else {
                 assert_eq!(t.insert(k, x), m.insert(k, x));

@@ -25,7 +25,7 @@ pub enum CriticalSection {
     /// Shared map: a write inserts and removes a key (like creat+unlink in a
     /// directory); a read looks up `lookups` keys.
     Map { lookups: u32 },
-    /// page_fault1-like (the rwsem seed's will-it-scale test on mmap_sem):
+    /// page_fault1-like (the 2019 rwsem mail's will-it-scale test on mmap_sem):
     /// every thread mostly read-locks the shared map for `lookups` lookups
     /// (a page fault), write-locks it for one operation in `write_every`
     /// (mmap/munmap), and one read in `sleep_every` sleeps `sleep_us` µs
@@ -332,7 +332,8 @@ fn run_once<L: BenchLock>(w: &Workload) -> Result<RunOutcome, String> {
                         let role = match cs.0 {
                             CriticalSection::PageFault { write_every, .. }
                                 if role == Role::Reader
-                                    && (key >> 32) % u64::from(write_every.max(1)) == 0 =>
+                                    && (key >> 32)
+                                        .is_multiple_of(u64::from(write_every.max(1))) =>
                             {
                                 mixed_writes[i].fetch_add(1, Ordering::Relaxed);
                                 Role::Writer
@@ -422,7 +423,7 @@ fn read_op(d: &Shared, cs: (CriticalSection, u64), key: u64) {
                 sum = sum.wrapping_add(*d.map.get(&(key.wrapping_add(j) % MAP_KEYS)).unwrap_or(&0));
             }
             black_box(sum);
-            if (key >> 16) % u64::from(sleep_every.max(1)) == 0 {
+            if (key >> 16).is_multiple_of(u64::from(sleep_every.max(1))) {
                 std::thread::sleep(Duration::from_micros(u64::from(sleep_us)));
             }
         }

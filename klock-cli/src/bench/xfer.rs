@@ -57,7 +57,7 @@ pub fn round_trip_ns(window: Duration) -> Option<f64> {
                     let mut spins = 0u32;
                     while line.load(Ordering::Acquire) == v + 1 {
                         spins = spins.wrapping_add(1);
-                        if spins % 65_536 == 0 && Instant::now() >= end {
+                        if spins.is_multiple_of(65_536) && Instant::now() >= end {
                             break 'outer;
                         }
                     }

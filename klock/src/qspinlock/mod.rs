@@ -810,7 +810,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     ///
     /// A CAS loop over the whole word (no single 32-bit RMW can replace a
     /// bit field of unknown old value). It is lock-free rather than
-    /// starvation-prone like the pending CAS loop the seed removed: it only
+    /// starvation-prone like the pending CAS loop that the 2018 qspinlock change removed: it only
     /// retries when another thread's RMW succeeded, and only the rare
     /// pending/locked flips race with it, not a stream of acquisitions.
     ///

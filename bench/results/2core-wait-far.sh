@@ -1,13 +1,13 @@
 #!/bin/bash
-# Session 4 (issue 4): catch the 2-vCPU host in its "far" placement (the
+# Catch the 2-vCPU host in its "far" placement (the
 # cache-line round trip between the two vCPUs ~375 ns instead of ~80 ns; the
 # host flips between them every few seconds) and run the mutex comparison
 # there. Polls with a tiny bench run (its JSON records the round trip), once
 # a second, TRIES times at most. Run from the repository root, release build.
-# The defaults are session 4's run (2core-mutex16far-v3); session 5's
+# The defaults produce 2core-mutex16far-v3;
 # 2core-mutex-ceiling-far-v4 was
 #   OUT=bench/results/2core-mutex-ceiling-far-v4 THREADS=1,2,16 TRIES=300 \
-#     bash bench/results/2core-session4-far.sh
+#     bash bench/results/2core-wait-far.sh
 set -e
 K=${K:-target/release/klock}
 OUT=${OUT:-bench/results/2core-mutex16far-v3}

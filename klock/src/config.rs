@@ -1,0 +1,471 @@
+//! Process-wide configuration of the locks, in code.
+//!
+//! Every lock works without configuration. The few process-wide choices
+//! (whether mutexes spin on a running owner, how the owner-running test is
+//! made, …) can be made in code with [`Config`], or, for a program you do
+//! not want to rebuild, with environment variables. This module is the only
+//! place where klock reads its environment: a value set here wins over the
+//! variable, and the variable wins over the built-in default.
+//!
+//! ```
+//! use klock::config::{Config, Oracle};
+//!
+//! // Early in main, before the first lock is contended.
+//! Config::new()
+//!     .owner_spin(true)
+//!     .rt_spin(false)
+//!     .oracle(Oracle::Budget)
+//!     .apply()
+//!     .expect("configured before first use");
+//! assert!(!klock::rtmutex::top_waiter_spin());
+//! ```
+//!
+//! # Two kinds of setting
+//!
+//! * **Run-time switches** take effect at the next slow path, at any time
+//!   ([`Config::owner_spin`], [`Config::spin_adapt`],
+//!   [`Config::rwsem_reader_spin`], [`Config::rwsem_adaptive`],
+//!   [`Config::rwsem_reader_wait_ns`], [`Config::rt_spin`],
+//!   [`Config::rt_user_wait`], [`Config::bpf_hook`]). They are the same as
+//!   the setters of their modules (e.g. [`crate::mutex::set_owner_spin`]).
+//! * **Fixed at first use**: the base spin budget ([`Config::spin_ns`]) is
+//!   measured or read once, when the first lock spins; the owner-running
+//!   oracle ([`Config::oracle`]) is chosen once, when the first lock asks
+//!   for it; the lockstat dump at exit ([`Config::lockstat_dump_at_exit`])
+//!   is decided when the first tracked lock is created. Setting one of
+//!   them later has no effect, and [`Config::apply`] says so with a
+//!   [`ConfigError`] naming it (after applying everything else). To change
+//!   the oracle at run time, use [`crate::oncpu::use_oracle`].
+//!
+//! # Environment variables
+//!
+//! Read once each, at the first use of the setting, unless the setting was
+//! made in code first. A switch is off for `0`, `off`, `false` or `no` (any
+//! case) and on for anything else.
+//!
+//! | variable | setting | values | default |
+//! |---|---|---|---|
+//! | `KLOCK_OWNER_SPIN` | [`Config::owner_spin`] | switch | on |
+//! | `KLOCK_SPIN_ADAPT` | [`Config::spin_adapt`] | switch | on |
+//! | `KLOCK_RWSEM_RSPIN` | [`Config::rwsem_reader_spin`] | switch | on |
+//! | `KLOCK_RWSEM_ADAPTIVE` | [`Config::rwsem_adaptive`] | switch | on |
+//! | `KLOCK_RWSEM_READER_WAIT_NS` | [`Config::rwsem_reader_wait_ns`] | ns, or `max` | `max` (no bound) |
+//! | `KLOCK_RT_SPIN` | [`Config::rt_spin`] | switch | on |
+//! | `KLOCK_RT_USER_WAIT` | [`Config::rt_user_wait`] | switch | on |
+//! | `KLOCK_SPIN_NS` | [`Config::spin_ns`] (fixed at first use) | ns | measured: half a futex wake-up round trip, 250 ns to 20 µs |
+//! | `KLOCK_ONCPU` | [`Config::oracle`] (fixed at first use) | `auto`, `bpf`, `budget` | `auto` |
+//! | `KLOCK_LOCKSTAT` | [`Config::lockstat_dump_at_exit`] (fixed at first use) | `1` | off |
+//! | `KLOCK_BPF_HOOK` | [`Config::bpf_hook`] | `tp_btf`, `tracepoint` | `tp_btf`, else `tracepoint` |
+//!
+//! Variables that only the `klock` command or the test suite read (not the
+//! library): `KLOCK_ONCPU` is also read by `klock` itself (unset: every
+//! plain benchmark runs under the budget oracle); `KLOCK_REQUIRE_BPF`
+//! (tests: a skipped eBPF test fails instead), `KLOCK_LOCKSTAT_CHILD` and
+//! `KLOCK_LOOM_BROKEN_WAKE_CHILD` (tests: marks a re-executed child
+//! process), `KLOCK_TEST_*` (unit tests).
+
+use std::sync::Mutex as StdMutex;
+
+/// How a spinning waiter learns whether the lock's owner is running on a
+/// CPU (see [`crate::oncpu`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Oracle {
+    /// The eBPF oracle if klock was built with feature `bpf` and the
+    /// program loads (root), else the budget oracle; nothing is said when
+    /// the eBPF one cannot load.
+    #[default]
+    Auto,
+    /// As `Auto`, but say on stderr why the eBPF oracle could not load.
+    Bpf,
+    /// The budget oracle only: unprivileged, spins for a bounded time.
+    Budget,
+}
+
+/// How the eBPF oracle's program is attached to the scheduler
+/// (feature `bpf`; see `oncpu_bpf`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BpfHook {
+    /// A BTF-typed raw tracepoint where the kernel has one, else a perf
+    /// tracepoint.
+    #[default]
+    Auto,
+    /// Only the BTF-typed raw tracepoint (`tp_btf`).
+    TpBtf,
+    /// Only the perf tracepoint.
+    Tracepoint,
+}
+
+/// A set of settings to apply at once; unset ones are left alone.
+///
+/// See the [module documentation](self) for what each one does and when it
+/// must be made.
+#[derive(Debug, Clone, Default)]
+#[must_use = "a Config does nothing until `apply` is called"]
+pub struct Config {
+    owner_spin: Option<bool>,
+    spin_adapt: Option<bool>,
+    rwsem_reader_spin: Option<bool>,
+    rwsem_adaptive: Option<bool>,
+    rwsem_reader_wait_ns: Option<u64>,
+    rt_spin: Option<bool>,
+    rt_user_wait: Option<bool>,
+    spin_ns: Option<u64>,
+    oracle: Option<Oracle>,
+    lockstat_dump_at_exit: Option<bool>,
+    bpf_hook: Option<BpfHook>,
+}
+
+impl Config {
+    /// No settings: [`apply`](Self::apply) changes nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether [`crate::Mutex`] waiters spin while the owner runs
+    /// (`KLOCK_OWNER_SPIN`; the kernel's `OWNER_SPIN` scheduler feature).
+    /// Locks with a fixed mode ([`crate::MutexWith`]) ignore it.
+    pub fn owner_spin(mut self, on: bool) -> Self {
+        self.owner_spin = Some(on);
+        self
+    }
+
+    /// Whether spinning locks measure if spinning pays and stop spinning
+    /// when sleeping is faster (`KLOCK_SPIN_ADAPT`; see
+    /// [`crate::spinadapt`]).
+    pub fn spin_adapt(mut self, on: bool) -> Self {
+        self.spin_adapt = Some(on);
+        self
+    }
+
+    /// Whether [`crate::RwSem`] readers spin on a running writer
+    /// (`KLOCK_RWSEM_RSPIN`).
+    pub fn rwsem_reader_spin(mut self, on: bool) -> Self {
+        self.rwsem_reader_spin = Some(on);
+        self
+    }
+
+    /// Whether [`crate::RwSem`] turns reader spinning off for a lock
+    /// where it failed (`KLOCK_RWSEM_ADAPTIVE`).
+    pub fn rwsem_adaptive(mut self, on: bool) -> Self {
+        self.rwsem_adaptive = Some(on);
+        self
+    }
+
+    /// The [`crate::RwSem`] reader wait bound in ns
+    /// (`KLOCK_RWSEM_READER_WAIT_NS`; see
+    /// [`crate::rwsem::reader_wait_ns`]); `u64::MAX`: no bound.
+    pub fn rwsem_reader_wait_ns(mut self, ns: u64) -> Self {
+        self.rwsem_reader_wait_ns = Some(ns);
+        self
+    }
+
+    /// Whether the top waiter of a [`crate::RtMutex`] spins while the
+    /// owner runs (`KLOCK_RT_SPIN`).
+    pub fn rt_spin(mut self, on: bool) -> Self {
+        self.rt_spin = Some(on);
+        self
+    }
+
+    /// Whether non-real-time [`crate::RtMutex`] waiters wait in userspace
+    /// rather than in the kernel (`KLOCK_RT_USER_WAIT`; see
+    /// [`crate::rtmutex::set_user_wait`]).
+    pub fn rt_user_wait(mut self, on: bool) -> Self {
+        self.rt_user_wait = Some(on);
+        self
+    }
+
+    /// The base spin budget in ns (`KLOCK_SPIN_NS`; see
+    /// [`crate::oncpu::base_spin_ns`]). Fixed at first use; 0 counts as 1.
+    pub fn spin_ns(mut self, ns: u64) -> Self {
+        self.spin_ns = Some(ns);
+        self
+    }
+
+    /// The owner-running oracle (`KLOCK_ONCPU`). Fixed at first use; after
+    /// that, switch with [`crate::oncpu::use_oracle`].
+    pub fn oracle(mut self, oracle: Oracle) -> Self {
+        self.oracle = Some(oracle);
+        self
+    }
+
+    /// Print the lockstat report on stderr when the process exits
+    /// (`KLOCK_LOCKSTAT=1`; see [`crate::lockstat`]). Fixed when the first
+    /// tracked lock gets its class.
+    pub fn lockstat_dump_at_exit(mut self, on: bool) -> Self {
+        self.lockstat_dump_at_exit = Some(on);
+        self
+    }
+
+    /// How the eBPF oracle's program is attached (`KLOCK_BPF_HOOK`);
+    /// used at the next load of the program.
+    pub fn bpf_hook(mut self, hook: BpfHook) -> Self {
+        self.bpf_hook = Some(hook);
+        self
+    }
+
+    /// Apply every setting made. Run-time switches always apply; a
+    /// setting that is fixed at first use and was already used is not
+    /// changed, and the error names it (everything else is applied).
+    pub fn apply(self) -> Result<(), ConfigError> {
+        if let Some(on) = self.owner_spin {
+            crate::mutex::set_owner_spin(on);
+        }
+        if let Some(on) = self.spin_adapt {
+            crate::spinadapt::set_enabled(on);
+        }
+        if let Some(on) = self.rwsem_reader_spin {
+            crate::rwsem::set_reader_spin(on);
+        }
+        if let Some(on) = self.rwsem_adaptive {
+            crate::rwsem::set_adaptive(on);
+        }
+        if let Some(ns) = self.rwsem_reader_wait_ns {
+            crate::rwsem::set_reader_wait_ns(ns);
+        }
+        if let Some(on) = self.rt_spin {
+            crate::rtmutex::set_top_waiter_spin(on);
+        }
+        if let Some(on) = self.rt_user_wait {
+            crate::rtmutex::set_user_wait(on);
+        }
+        if let Some(h) = self.bpf_hook {
+            *lock(&BPF_HOOK) = Some(h);
+        }
+        let mut too_late = Vec::new();
+        if let Some(ns) = self.spin_ns {
+            if !SPIN_NS.set(ns) {
+                too_late.push("spin_ns");
+            }
+        }
+        if let Some(o) = self.oracle {
+            // An oracle installed by `oncpu::use_oracle` or `set_oracle`
+            // means the environment default will never be consulted.
+            if crate::oncpu::oracle_chosen() || !ORACLE.set(o) {
+                too_late.push("oracle");
+            }
+        }
+        if let Some(on) = self.lockstat_dump_at_exit {
+            if !LOCKSTAT_DUMP.set(on) {
+                too_late.push("lockstat_dump_at_exit");
+            }
+        }
+        if too_late.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError { too_late })
+        }
+    }
+}
+
+/// Settings that [`Config::apply`] could not change because they had been
+/// used already (see the [module documentation](self)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    too_late: Vec<&'static str>,
+}
+
+impl ConfigError {
+    /// The names of the [`Config`] methods whose settings were not
+    /// applied.
+    pub fn too_late(&self) -> &[&'static str] {
+        &self.too_late
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "klock::config: set too late (already fixed at first use): {}",
+            self.too_late.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+// --- settings fixed at first use ------------------------------------------
+
+/// A setting read once: a value set in code before that read wins over
+/// the environment; a value set after it is refused. Configuration, not
+/// synchronisation: a std mutex on a cold path.
+struct Once<T: Copy> {
+    state: StdMutex<(bool, Option<T>)>,
+}
+
+impl<T: Copy> Once<T> {
+    const fn new() -> Self {
+        Self {
+            state: StdMutex::new((false, None)),
+        }
+    }
+
+    /// Set it; `false` if it was read already.
+    fn set(&self, v: T) -> bool {
+        let mut s = lock(&self.state);
+        if s.0 {
+            return false;
+        }
+        s.1 = Some(v);
+        true
+    }
+
+    /// Read it (from now on it is fixed): the value set in code, else
+    /// `from_env()`.
+    fn read(&self, from_env: impl FnOnce() -> Option<T>) -> Option<T> {
+        let mut s = lock(&self.state);
+        s.0 = true;
+        s.1.or_else(from_env)
+    }
+}
+
+fn lock<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+static SPIN_NS: Once<u64> = Once::new();
+static ORACLE: Once<Oracle> = Once::new();
+static LOCKSTAT_DUMP: Once<bool> = Once::new();
+static BPF_HOOK: StdMutex<Option<BpfHook>> = StdMutex::new(None);
+
+// --- what the locks call ----------------------------------------------------
+
+/// The base spin budget, if set in code or by `KLOCK_SPIN_NS` (else the
+/// caller measures it). Fixes the setting.
+// Not read under loom (fixed spin budget, no lockstat).
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) fn spin_ns() -> Option<u64> {
+    SPIN_NS.read(|| env_u64("KLOCK_SPIN_NS"))
+}
+
+/// The oracle to install on first use. Fixes the setting.
+pub(crate) fn oracle() -> Oracle {
+    ORACLE
+        .read(|| {
+            let v = std::env::var("KLOCK_ONCPU").ok()?;
+            Some(match v.trim() {
+                "" | "auto" => Oracle::Auto,
+                "budget" => Oracle::Budget,
+                "bpf" => Oracle::Bpf,
+                other => {
+                    eprintln!(
+                        "klock: KLOCK_ONCPU={other:?} is not one of auto, bpf, budget; using auto"
+                    );
+                    Oracle::Auto
+                }
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// Whether to print the lockstat report at exit. Fixes the setting.
+// Not read under loom (fixed spin budget, no lockstat).
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) fn lockstat_dump_at_exit() -> bool {
+    LOCKSTAT_DUMP
+        .read(|| Some(std::env::var("KLOCK_LOCKSTAT").is_ok_and(|v| v.trim() == "1")))
+        .unwrap_or(false)
+}
+
+/// The eBPF program's hook, set in code, else from `KLOCK_BPF_HOOK` (read
+/// at each call: each load of the program). An unknown value is an error
+/// that names it.
+#[cfg_attr(not(all(feature = "bpf", not(loom))), allow(dead_code))]
+pub(crate) fn bpf_hook() -> Result<BpfHook, String> {
+    if let Some(h) = *lock(&BPF_HOOK) {
+        return Ok(h);
+    }
+    match std::env::var("KLOCK_BPF_HOOK").as_deref().map(str::trim) {
+        Ok("tp_btf") => Ok(BpfHook::TpBtf),
+        Ok("tracepoint") => Ok(BpfHook::Tracepoint),
+        Ok("") | Err(_) => Ok(BpfHook::Auto),
+        Ok(other) => Err(format!(
+            "KLOCK_BPF_HOOK={other:?} is not tp_btf or tracepoint"
+        )),
+    }
+}
+
+/// A run-time switch's environment default: `None` if `var` is unset,
+/// else whether it is on (see [`says_off`]).
+pub(crate) fn env_switch(var: &str) -> Option<bool> {
+    std::env::var(var).ok().map(|v| !says_off(&v))
+}
+
+/// A duration in ns from `var`: a number, or `max` for `u64::MAX`;
+/// `None` if unset or not a number.
+pub(crate) fn env_ns(var: &str) -> Option<u64> {
+    let v = std::env::var(var).ok()?;
+    if v.trim() == "max" {
+        Some(u64::MAX)
+    } else {
+        v.trim().parse().ok()
+    }
+}
+
+// Not read under loom (fixed spin budget, no lockstat).
+#[cfg_attr(loom, allow(dead_code))]
+fn env_u64(var: &str) -> Option<u64> {
+    std::env::var(var).ok()?.trim().parse().ok()
+}
+
+/// Whether an environment value turns a switch off.
+fn says_off(v: &str) -> bool {
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "0" | "off" | "false" | "no"
+    )
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_that_turn_a_switch_off() {
+        for v in ["0", "off", " Off ", "FALSE", "no"] {
+            assert!(says_off(v), "{v:?}");
+        }
+        for v in ["1", "on", "", "yes", "offf"] {
+            assert!(!says_off(v), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn unset_switch_has_no_environment_default() {
+        assert_eq!(env_switch("KLOCK_TEST_CONFIG_NEVER_DEFINED"), None);
+        assert_eq!(env_ns("KLOCK_TEST_CONFIG_NEVER_DEFINED"), None);
+    }
+
+    #[test]
+    fn once_setting_wins_before_the_read_and_is_refused_after() {
+        let s: Once<u64> = Once::new();
+        assert!(s.set(7));
+        assert_eq!(s.read(|| Some(3)), Some(7), "the value set in code wins");
+        assert!(!s.set(9), "set after the read must be refused");
+        assert_eq!(s.read(|| Some(3)), Some(7));
+
+        let e: Once<u64> = Once::new();
+        assert_eq!(e.read(|| Some(3)), Some(3), "unset: the environment");
+        let n: Once<u64> = Once::new();
+        assert_eq!(n.read(|| None), None, "neither: the built-in default");
+    }
+
+    #[test]
+    fn a_fixed_setting_set_late_is_named_in_the_error() {
+        // The base spin budget is fixed by the first read.
+        let base = crate::oncpu::base_spin_ns();
+        let e = Config::new().spin_ns(base + 1).apply().unwrap_err();
+        assert_eq!(e.too_late(), ["spin_ns"]);
+        assert!(e.to_string().contains("spin_ns"), "{e}");
+        assert_eq!(crate::oncpu::base_spin_ns(), base, "unchanged");
+    }
+
+    #[test]
+    fn bpf_hook_set_in_code_wins_over_the_environment() {
+        // Only this test sets the hook; the program is loaded (by other
+        // tests) with whatever it says, and every hook works where any does.
+        Config::new().bpf_hook(BpfHook::Tracepoint).apply().unwrap();
+        assert_eq!(bpf_hook(), Ok(BpfHook::Tracepoint));
+        *lock(&BPF_HOOK) = None;
+    }
+}
