@@ -287,14 +287,19 @@ fn preempted_holder_wait<W: klock::mutex::WaitLockRaw + 'static>() -> (Duration,
     let lock = Arc::new(W::INIT);
     let held = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
+    let arriving = Arc::new(AtomicBool::new(false));
     let high_tid = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let low = {
-        let (lock, held) = (lock.clone(), held.clone());
+        let (lock, held, arriving) = (lock.clone(), held.clone(), arriving.clone());
         spawn_rt(move || {
             become_rt(10);
             lock.lock();
             held.store(true, Release);
-            // The high thread preempts us here; 20 ms of work remain.
+            // Hold until the high thread is on its way (its start can take
+            // longer than any fixed hold on a busy machine), then 20 ms
+            // more: it preempts us in that time.
+            let t0 = Instant::now();
+            busy_until(t0 + Duration::from_secs(2), || arriving.load(Acquire));
             busy_until(Instant::now() + Duration::from_millis(20), || false);
             unsafe { lock.unlock() };
             drop_rt();
@@ -303,8 +308,10 @@ fn preempted_holder_wait<W: klock::mutex::WaitLockRaw + 'static>() -> (Duration,
     wait_flag(&held, Duration::from_secs(2));
     let high = {
         let (lock, done, high_tid) = (lock.clone(), done.clone(), high_tid.clone());
+        let arriving = arriving.clone();
         spawn_rt(move || {
             high_tid.store(klock::sys::gettid(), Release);
+            arriving.store(true, Release);
             become_rt(20);
             let t0 = Instant::now();
             lock.lock();
