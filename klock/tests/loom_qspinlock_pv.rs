@@ -18,7 +18,7 @@
 #![cfg(loom)]
 
 use klock::qspinlock::broken::{
-    BlindUnlock, KickBeforeBaton, SleepOnPlainOwner, StealIgnoresPending,
+    BlindUnlock, DropDeferredKick, KickBeforeBaton, SleepOnPlainOwner, StealIgnoresPending,
 };
 use klock::qspinlock::{Probe, RawQSpinLockWith};
 use loom::cell::UnsafeCell;
@@ -36,6 +36,12 @@ trait ModelLock: Send + Sync + 'static {
     /// # Safety
     /// Held by the caller.
     unsafe fn unlock(&self);
+    /// Acquire as the `lock_api` guard does: a lazy baton pass leaves the
+    /// successor's wake-up to the returned token's unlock.
+    fn lock_lazy(&self) -> usize;
+    /// # Safety
+    /// Held by the caller, `token` from its [`lock_lazy`](Self::lock_lazy).
+    unsafe fn unlock_lazy(&self, token: usize);
     fn lock_as_slow_owner(&self);
     fn probe(&self) -> &Probe;
 }
@@ -53,6 +59,12 @@ impl<const N: u32> ModelLock for RawQSpinLockWith<N, true> {
     }
     unsafe fn unlock(&self) {
         unsafe { self.raw_unlock() }
+    }
+    fn lock_lazy(&self) -> usize {
+        self.raw_lock_token()
+    }
+    unsafe fn unlock_lazy(&self, token: usize) {
+        unsafe { self.raw_unlock_token(token) }
     }
     fn lock_as_slow_owner(&self) {
         self.raw_lock_as_slow_owner()
@@ -74,6 +86,12 @@ macro_rules! model_lock_for_broken {
             unsafe fn unlock(&self) {
                 unsafe { self.raw_unlock() }
             }
+            fn lock_lazy(&self) -> usize {
+                self.raw_lock_token()
+            }
+            unsafe fn unlock_lazy(&self, token: usize) {
+                unsafe { self.raw_unlock_token(token) }
+            }
             fn lock_as_slow_owner(&self) {
                 self.0.raw_lock_as_slow_owner()
             }
@@ -87,6 +105,7 @@ model_lock_for_broken!(BlindUnlock);
 model_lock_for_broken!(KickBeforeBaton);
 model_lock_for_broken!(StealIgnoresPending);
 model_lock_for_broken!(SleepOnPlainOwner);
+model_lock_for_broken!(DropDeferredKick);
 
 /// Totals of the probe counters over all executions of one model.
 #[derive(Debug, Default)]
@@ -159,6 +178,15 @@ fn lock_add_unlock<L: ModelLock>(lock: &L, data: &UnsafeCell<u32>, rounds: u32) 
     }
 }
 
+/// [`lock_add_unlock`] through the token pair, as `lock_api` locks.
+fn lock_add_unlock_lazy<L: ModelLock>(lock: &L, data: &UnsafeCell<u32>, rounds: u32) {
+    for _ in 0..rounds {
+        let token = lock.lock_lazy();
+        add_one(data);
+        unsafe { lock.unlock_lazy(token) };
+    }
+}
+
 /// What the main thread waits for, holding the lock, before it unlocks.
 type Hold = fn(&Probe) -> bool;
 
@@ -195,7 +223,17 @@ fn held_model<L: ModelLock>(
     slow_owner: bool,
     hold: Hold,
 ) -> std::sync::Arc<Coverage> {
-    held_model_relock::<L>(waiters, slow_owner, hold, false)
+    held_model_relock::<L>(waiters, slow_owner, hold, false, false)
+}
+
+/// [`held_model`] with waiters that lock through the token pair: a baton
+/// passed to a sleeping successor leaves its wake-up to the unlock.
+fn held_model_lazy<L: ModelLock>(
+    waiters: usize,
+    slow_owner: bool,
+    hold: Hold,
+) -> std::sync::Arc<Coverage> {
+    held_model_relock::<L>(waiters, slow_owner, hold, false, true)
 }
 
 /// [`held_model`]; with `relock` the main thread locks once more right
@@ -205,6 +243,7 @@ fn held_model_relock<L: ModelLock>(
     slow_owner: bool,
     hold: Hold,
     relock: bool,
+    lazy: bool,
 ) -> std::sync::Arc<Coverage> {
     let cov = std::sync::Arc::new(Coverage::default());
     let c = cov.clone();
@@ -219,7 +258,13 @@ fn held_model_relock<L: ModelLock>(
         let handles: Vec<_> = (0..waiters)
             .map(|_| {
                 let (lock, data) = (lock.clone(), data.clone());
-                loom::thread::spawn(move || lock_add_unlock(&*lock, &data, 1))
+                loom::thread::spawn(move || {
+                    if lazy {
+                        lock_add_unlock_lazy(&*lock, &data, 1)
+                    } else {
+                        lock_add_unlock(&*lock, &data, 1)
+                    }
+                })
             })
             .collect();
         add_one(&data);
@@ -331,9 +376,20 @@ fn baton_races_a_halting_successor() {
     held_model::<Pv>(2, true, second_queued);
 }
 
+/// The lazy baton: two waiters behind a slow-path owner, the second asleep
+/// on its node; the first, taking the lock, leaves the second's wake-up to
+/// its own unlock (what the `lock_api` guard does), and the second still
+/// gets in, racing its own spurious returns and halts.
+#[test]
+fn lazy_baton_wakes_the_successor_at_unlock() {
+    let cov = held_model_lazy::<Pv>(2, true, node_slept);
+    assert!(cov.node_sleeps.load(Relaxed) > 0, "{cov:?}");
+    assert!(cov.kicks_wake.load(Relaxed) > 0, "{cov:?}");
+}
+
 #[test]
 fn steal_respects_pending() {
-    let cov = held_model_relock::<Pv0>(1, true, pending_held, true);
+    let cov = held_model_relock::<Pv0>(1, true, pending_held, true, false);
     assert!(cov.pending_taken.load(Relaxed) > 0, "{cov:?}");
 }
 
@@ -368,6 +424,16 @@ fn broken_kick_before_baton_is_caught() {
     eprintln!("kick before baton: {msg}");
 }
 
+/// An unlock that forgets the successor its lazy baton pass left asleep:
+/// that successor sleeps forever.
+#[test]
+fn broken_drop_deferred_kick_is_caught() {
+    let msg = expect_model_failure(|| {
+        held_model_lazy::<DropDeferredKick<PL>>(2, true, node_slept);
+    });
+    eprintln!("drop deferred kick: {msg}");
+}
+
 /// A head that sleeps on a fast-path owner: that owner's unlock reads its
 /// byte, then clears it blindly; a head that marked it asleep in between
 /// is never woken.
@@ -386,7 +452,7 @@ fn broken_sleep_on_plain_owner_is_caught() {
 #[test]
 fn broken_steal_past_pending_is_caught() {
     let msg = expect_model_failure(|| {
-        held_model_relock::<StealIgnoresPending<0>>(1, true, pending_held, true);
+        held_model_relock::<StealIgnoresPending<0>>(1, true, pending_held, true, false);
     });
     assert!(
         msg.contains("overtook") || msg.contains("deadlock"),

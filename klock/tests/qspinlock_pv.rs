@@ -91,6 +91,17 @@ fn head_sleeps_behind_a_long_holder_and_the_unlock_wakes_it() {
 /// get the lock and nobody spins through the wait.
 #[test]
 fn queued_waiters_sleep_and_are_woken_in_turn() {
+    queued_waiters_woken_in_turn(false);
+}
+
+/// The same through the token pair that `lock_api` uses: each baton pass
+/// to a sleeping successor leaves its wake-up to the passer's unlock.
+#[test]
+fn lazy_baton_wakes_queued_waiters_in_turn() {
+    queued_waiters_woken_in_turn(true);
+}
+
+fn queued_waiters_woken_in_turn(lazy: bool) {
     let lock = RawQSpinLock::new();
     lock_as_slow_owner(&lock);
     let node_sleeps = events::read(Event::PvWaitNode);
@@ -102,10 +113,19 @@ fn queued_waiters_sleep_and_are_woken_in_turn() {
         for _ in 0..3 {
             s.spawn(|| {
                 let cpu0 = thread_cpu();
-                lock.raw_lock();
+                let token = if lazy {
+                    lock.raw_lock_token()
+                } else {
+                    lock.raw_lock();
+                    0
+                };
                 got.fetch_add(1, Relaxed);
                 std::thread::sleep(Duration::from_millis(5));
-                unsafe { lock.raw_unlock() };
+                if lazy {
+                    unsafe { lock.raw_unlock_token(token) };
+                } else {
+                    unsafe { lock.raw_unlock() };
+                }
                 total_cpu.fetch_add((thread_cpu() - cpu0).as_micros() as u64, Relaxed);
             });
         }

@@ -244,6 +244,14 @@ const STEAL_IGNORES_PENDING: u8 = 5;
 /// Broken (paravirt): the queue head sleeps on an owner that took the lock
 /// on the fast path, whose plain-store unlock will not wake it.
 const SLEEP_ON_PLAIN_OWNER: u8 = 6;
+/// Broken (paravirt): the unlock forgets the successor whose wake-up the
+/// lazy baton pass left to it: that successor sleeps forever.
+const DROP_DEFERRED_KICK: u8 = 7;
+
+/// Acquisition token bit: the lock was taken as a paravirt slow-path owner
+/// (locked byte `LOCKED_PV`). The other bits are the futex address of a
+/// successor whose wake-up the lazy baton pass left to our unlock, or 0.
+const TOKEN_SLOW_OWNER: usize = 1;
 
 /// The tail value for MCS node `level` of thread `index`.
 #[inline(always)]
@@ -407,7 +415,32 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// Acquire the lock, spinning until it is ours.
     #[inline]
     pub fn raw_lock(&self) {
-        self.lock_with::<CORRECT>();
+        // No guard to carry a deferred wake-up: pass the baton eagerly.
+        self.lock_with::<CORRECT, false>();
+    }
+
+    /// Acquire, passing the MCS baton lazily: the returned token must go
+    /// to [`raw_unlock_token`](Self::raw_unlock_token), which then wakes
+    /// the successor this acquisition left asleep. What `lock_api` uses.
+    #[doc(hidden)]
+    #[inline]
+    pub fn raw_lock_token(&self) -> usize {
+        self.lock_with::<CORRECT, true>()
+    }
+
+    /// Release a lock taken by [`raw_lock_token`](Self::raw_lock_token) or
+    /// [`raw_try_lock`](Self::raw_try_lock) (token 0 or 1 as it returned
+    /// `LOCKED` or `LOCKED_PV`; use [`raw_unlock`](Self::raw_unlock) if
+    /// unknown).
+    ///
+    /// # Safety
+    /// As for [`raw_unlock`](Self::raw_unlock), and `token` must be what
+    /// the acquisition returned.
+    #[doc(hidden)]
+    #[inline]
+    pub unsafe fn raw_unlock_token(&self, token: usize) {
+        // SAFETY: forwarded.
+        unsafe { self.unlock_token::<CORRECT>(token) }
     }
 
     /// Take the lock if it is free; never spins. The native lock also
@@ -454,18 +487,23 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     }
 
     /// Release the lock knowing how it was taken (the `lock_api` guard
-    /// carries it): a slow-path owner (`slow_owner`, paravirt only) looks
-    /// for a sleeping head; a plain owner just clears its byte, without
-    /// first loading the word to find out which it is. That load cost
-    /// ~2 ns per lock+unlock on the x86 fast path.
+    /// carries the acquisition token): a slow-path owner (paravirt only)
+    /// looks for a sleeping head and then wakes the successor its lazy
+    /// baton pass left asleep, if any; a plain owner just clears its byte,
+    /// without first loading the word to find out which it is. That load
+    /// cost ~2 ns per lock+unlock on the x86 fast path.
     ///
     /// # Safety
-    /// As for [`raw_unlock`](Self::raw_unlock), and `slow_owner` must be
-    /// what the acquisition returned.
+    /// As for [`raw_unlock`](Self::raw_unlock), and `token` must be what
+    /// the acquisition returned.
     #[inline(always)]
-    unsafe fn unlock_as(&self, slow_owner: bool) {
-        if PARAVIRT && slow_owner {
-            self.unlock_pv::<CORRECT>(self.word.load(Relaxed));
+    unsafe fn unlock_token<const MODE: u8>(&self, token: usize) {
+        if PARAVIRT && token & TOKEN_SLOW_OWNER != 0 {
+            self.unlock_pv::<MODE>(self.word.load(Relaxed));
+            let successor = token & !TOKEN_SLOW_OWNER;
+            if successor != 0 && MODE != DROP_DEFERRED_KICK {
+                self.kick_successor(successor);
+            }
         } else {
             // SAFETY: a plain owner (fast path, or a trylock of a lock
             // with no queue, or any native acquisition).
@@ -555,30 +593,33 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         self.word.load(Relaxed)
     }
 
-    /// Acquire; true when we own the lock as a paravirt slow-path owner
-    /// (locked byte `LOCKED_PV`, whose unlock must look for a sleeper).
+    /// Acquire; returns the acquisition token: 0 for a plain owner,
+    /// [`TOKEN_SLOW_OWNER`] plus, with `LAZY`, the address of a successor
+    /// left asleep, for a paravirt slow-path owner (see
+    /// [`unlock_token`](Self::unlock_token)). Without `LAZY` the baton pass
+    /// wakes the successor at once.
     #[inline(always)]
-    fn lock_with<const MODE: u8>(&self) -> bool {
+    fn lock_with<const MODE: u8, const LAZY: bool>(&self) -> usize {
         // (0,0,0) -> (0,0,1). Acquire pairs with the Release of the
         // previous owner's unlock.
         if let Err(val) = self.word.compare_exchange(0, LOCKED, Acquire, Relaxed) {
             if PARAVIRT {
-                self.pv_lock_slow::<MODE>(val);
-                return true;
+                return TOKEN_SLOW_OWNER | self.pv_lock_slow::<MODE, LAZY>(val);
             }
             self.lock_slow::<MODE>(val);
         }
-        false
+        0
     }
 
-    /// Take the lock if it is free; `Some(slow_owner)` as for
-    /// [`lock_with`](Self::lock_with).
+    /// Take the lock if it is free; `Some(token)` as for
+    /// [`lock_with`](Self::lock_with) (a trylock passes no baton).
+    #[cfg(not(loom))]
     #[inline]
-    fn try_lock_as(&self) -> Option<bool> {
+    fn try_lock_token(&self) -> Option<usize> {
         if PARAVIRT {
-            return self.pv_try_lock();
+            return self.pv_try_lock().map(usize::from);
         }
-        self.raw_try_lock().then_some(false)
+        self.raw_try_lock().then_some(0)
     }
 
     /// Steps 1–6 of DESIGN §4.1: the pending path, or off to the queue.
@@ -889,15 +930,16 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> core::fmt::Debug
 }
 
 /// Guard state of one acquisition (`lock_api`'s per-acquisition state):
-/// whether the lock was taken as a paravirt slow-path owner. The unlock
-/// then knows which release it needs without loading the lock word.
+/// whether the lock was taken as a paravirt slow-path owner, and the
+/// successor whose wake-up the lazy baton pass left to the unlock. The
+/// unlock then knows which release it needs without loading the lock word.
 /// `Send`: ownership may move between threads, as the unlock touches only
-/// the lock word.
+/// the lock word and wakes the successor by address.
 #[cfg(not(loom))]
 #[derive(Debug)]
 #[must_use]
 pub struct QGuard {
-    slow_owner: bool,
+    token: usize,
 }
 
 // SAFETY: mutual exclusion as argued in the module docs (and checked by the
@@ -915,20 +957,20 @@ unsafe impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> lock_api::RawMutex
     #[inline]
     fn lock(&self) -> QGuard {
         QGuard {
-            slow_owner: self.lock_with::<CORRECT>(),
+            token: self.lock_with::<CORRECT, true>(),
         }
     }
 
     #[inline]
     fn try_lock(&self) -> Option<QGuard> {
-        self.try_lock_as().map(|slow_owner| QGuard { slow_owner })
+        self.try_lock_token().map(|token| QGuard { token })
     }
 
     #[inline]
     unsafe fn unlock(&self, guard: QGuard) {
         // SAFETY: the caller passes the guard of a held lock, which says
         // how it was taken.
-        unsafe { self.unlock_as(guard.slow_owner) }
+        unsafe { self.unlock_token::<CORRECT>(guard.token) }
     }
 
     /// True while the lock is held, a pending waiter is taking it over, or
@@ -1075,11 +1117,20 @@ pub mod broken {
                     Self(RawQSpinLockWith::new())
                 }
                 pub fn raw_lock(&self) {
-                    self.0.lock_with::<{ $mode }>();
+                    self.0.lock_with::<{ $mode }, false>();
+                }
+                /// As [`RawQSpinLockWith::raw_lock_token`].
+                pub fn raw_lock_token(&self) -> usize {
+                    self.0.lock_with::<{ $mode }, true>()
+                }
+                /// # Safety
+                /// As [`RawQSpinLockWith::raw_unlock_token`].
+                pub unsafe fn raw_unlock_token(&self, token: usize) {
+                    unsafe { self.0.unlock_token::<{ $mode }>(token) }
                 }
                 pub fn raw_lock_after_observing(&self, val: u32) {
                     if $pv {
-                        self.0.pv_lock_slow::<{ $mode }>(val);
+                        self.0.pv_lock_slow::<{ $mode }, false>(val);
                     } else {
                         self.0.lock_slow::<{ $mode }>(val);
                     }
@@ -1136,6 +1187,13 @@ pub mod broken {
         /// plain-store unlock does not wake it.
         SleepOnPlainOwner,
         SLEEP_ON_PLAIN_OWNER,
+        true
+    );
+    broken_lock!(
+        /// Paravirt: the unlock forgets the successor that its lazy baton
+        /// pass left asleep (use `raw_lock_token`/`raw_unlock_token`).
+        DropDeferredKick,
+        DROP_DEFERRED_KICK,
         true
     );
 }

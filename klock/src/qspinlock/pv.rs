@@ -6,7 +6,14 @@
 //! word. Who wakes whom:
 //!
 //! * the thread that passes the MCS baton wakes its successor if the
-//!   successor sleeps on its node (`pv_kick_wake`);
+//!   successor sleeps on its node (`pv_kick_wake`). Through `lock_api`
+//!   (and [`raw_lock_token`](super::RawQSpinLockWith::raw_lock_token)) the
+//!   pass is lazy, as the kernel's `pv_kick_node`: the successor, now queue
+//!   head, can only wait for the lock the passer holds, so the passer's
+//!   unlock wakes it, after the release, instead of spending a futex wake
+//!   inside the critical section. The guard carries the address.
+//!   [`raw_lock`](super::RawQSpinLockWith::raw_lock), with no guard to
+//!   carry it, wakes at once;
 //! * the unlock wakes the head if the head sleeps on the lock word: the
 //!   head marks the locked byte [`HEAD_ASLEEP`] first, so the unlock's
 //!   read-modify-write sees it (`pv_kick_unlock`). The kernel hashes
@@ -322,6 +329,18 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         }
     }
 
+    /// Wake the successor that a lazy baton pass left asleep on the node
+    /// state word at `addr` (after our release; by address, harmless if it
+    /// woke meanwhile and moved on).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn kick_successor(&self, addr: usize) {
+        events::inc(Event::PvKickWake);
+        #[cfg(loom)]
+        Probe::hit(&self.probe.kicks_wake);
+        pv_kick(addr);
+    }
+
     /// Wake the head sleeping on the lock word at `addr` (by address only:
     /// see [`crate::sys::futex_wake_addr`]).
     #[cold]
@@ -334,10 +353,12 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     }
 
     /// Steps 1–6 in the paravirt form: wait out a pending hand-over, try to
-    /// steal, take the pending bit (bounded wait), else queue.
+    /// steal, take the pending bit (bounded wait), else queue. Returns the
+    /// address of a successor left asleep by a lazy (`LAZY`) baton pass,
+    /// which the unlock must wake, or 0.
     #[cold]
     #[inline(never)]
-    pub(super) fn pv_lock_slow<const MODE: u8>(&self, mut val: u32) {
+    pub(super) fn pv_lock_slow<const MODE: u8, const LAZY: bool>(&self, mut val: u32) -> usize {
         // Loom: the probe's bookkeeping asks for the thread id right after
         // an acquiring RMW; its first call initialises a thread-local with
         // a loom atomic, which must not come in between.
@@ -371,23 +392,23 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
             {
                 Ok(_) => {
                     self.stolen(val);
-                    return;
+                    return 0;
                 }
                 Err(now) => val = now,
             }
         }
         if self.pv_steal::<MODE>(val) {
-            return;
+            return 0;
         }
 
         // 3. No queue and no pending waiter: take the pending bit.
         let val = self.word.load(Relaxed);
         if val & !LOCKED_MASK == 0 && self.pv_pending::<MODE>() {
-            return;
+            return 0;
         }
 
         // 4. Queue.
-        self.pv_queue::<MODE>();
+        self.pv_queue::<MODE, LAZY>()
     }
 
     /// Bookkeeping of a successful steal from `val`.
@@ -505,16 +526,18 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// pays, else sleep on it; as head, spin for the lock while it pays,
     /// else sleep on the lock word.
     #[inline(never)]
-    fn pv_queue<const MODE: u8>(&self) {
+    fn pv_queue<const MODE: u8, const LAZY: bool>(&self) -> usize {
         events::inc(Event::LockSlowpath);
         let Some((slot, level, node, tail)) = Self::claim_node() else {
-            return self.pv_lock_no_node();
+            self.pv_lock_no_node();
+            return 0;
         };
         // Relaxed: published by xchg_tail's Release.
         node.state.store(RUNNING, Relaxed);
 
         if self.pv_try_lock().is_some() {
-            return Self::put_node(slot, level);
+            Self::put_node(slot, level);
+            return 0;
         }
 
         let old = self.xchg_tail(tail);
@@ -530,7 +553,8 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         // Queue head: get the lock.
         let alone = self.pv_wait_head::<MODE>(tail);
         if alone {
-            return Self::put_node(slot, level);
+            Self::put_node(slot, level);
+            return 0;
         }
 
         // Not alone: wait for the successor to link itself, then pass it
@@ -567,15 +591,28 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
             // is also the Release its Acquire read of `locked` pairs with.
             next.locked.store(1, SeqCst);
             if next.state.swap(RUNNING, SeqCst) == HALTED {
-                events::inc(Event::PvKickWake);
-                #[cfg(loom)]
-                Probe::hit(&self.probe.kicks_wake);
-                pv_kick(futex_key(&next.state));
+                if LAZY {
+                    // The lazy baton (the kernel's `pv_kick_node`): the
+                    // successor, now queue head, could only wait for the
+                    // lock we hold; waking it now would spend a futex wake
+                    // inside our critical section and put a spinner beside
+                    // us. Our unlock wakes it instead, once the lock is
+                    // free (the guard carries the address). It sleeps on a
+                    // word that no longer holds HALTED, so only a wake (or
+                    // a spurious return) gets it out, and both find the
+                    // baton.
+                    #[cfg(loom)]
+                    Probe::hit(&self.probe.handoffs);
+                    Self::put_node(slot, level);
+                    return futex_key(&next.state);
+                }
+                self.kick_successor(futex_key(&next.state));
             }
         }
         #[cfg(loom)]
         Probe::hit(&self.probe.handoffs);
         Self::put_node(slot, level);
+        0
     }
 
     /// Wait for the MCS baton on `node`: spin while it pays, else sleep on
