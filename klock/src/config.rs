@@ -32,7 +32,9 @@
 //!   measured or read once, when the first lock spins; the owner-running
 //!   oracle ([`Config::oracle`]) is chosen once, when the first lock asks
 //!   for it; the lockstat dump at exit ([`Config::lockstat_dump_at_exit`])
-//!   is decided when the first tracked lock is created. Setting one of
+//!   is decided when the first tracked lock is created; the spinlock's
+//!   fast-path unlock ([`Config::spin_unlock`]) at the first such unlock.
+//!   Setting one of
 //!   them later has no effect, and [`Config::apply`] says so with a
 //!   [`ConfigError`] naming it (after applying everything else). To change
 //!   the oracle at run time, use [`crate::oncpu::use_oracle`].
@@ -56,6 +58,7 @@
 //! | `KLOCK_ONCPU` | [`Config::oracle`] (fixed at first use) | `auto`, `bpf`, `budget` | `auto` |
 //! | `KLOCK_LOCKSTAT` | [`Config::lockstat_dump_at_exit`] (fixed at first use) | `1` | off |
 //! | `KLOCK_BPF_HOOK` | [`Config::bpf_hook`] | `tp_btf`, `tracepoint` | `tp_btf`, else `tracepoint` |
+//! | `KLOCK_SPIN_UNLOCK` | [`Config::spin_unlock`] (fixed at first use) | `auto`, `store`, `rmw` | `auto`: the cheaper on this CPU, timed once |
 //!
 //! Variables that only the `klock` command or the test suite read (not the
 //! library): `KLOCK_ONCPU` is also read by `klock` itself (unset: every
@@ -95,6 +98,19 @@ pub enum BpfHook {
     Tracepoint,
 }
 
+/// How a [`SpinLock`](crate::SpinLock) owner that took the lock on its
+/// fast path releases it on x86-64 (see [`crate::qspinlock::unlock`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpinUnlock {
+    /// Time both at the first such unlock and keep the cheaper.
+    #[default]
+    Auto,
+    /// A byte store of the locked byte (the kernel's x86 unlock).
+    Store,
+    /// A 32-bit atomic `fetch_sub` (the portable unlock).
+    Rmw,
+}
+
 /// A set of settings to apply at once; unset ones are left alone.
 ///
 /// See the [module documentation](self) for what each one does and when it
@@ -113,6 +129,7 @@ pub struct Config {
     oracle: Option<Oracle>,
     lockstat_dump_at_exit: Option<bool>,
     bpf_hook: Option<BpfHook>,
+    spin_unlock: Option<SpinUnlock>,
 }
 
 impl Config {
@@ -196,6 +213,14 @@ impl Config {
         self
     }
 
+    /// How a spinlock's fast-path owner unlocks on x86-64
+    /// (`KLOCK_SPIN_UNLOCK`; see [`crate::qspinlock::unlock`]). Fixed at
+    /// the first such unlock.
+    pub fn spin_unlock(mut self, how: SpinUnlock) -> Self {
+        self.spin_unlock = Some(how);
+        self
+    }
+
     /// How the eBPF oracle's program is attached (`KLOCK_BPF_HOOK`);
     /// used at the next load of the program.
     pub fn bpf_hook(mut self, hook: BpfHook) -> Self {
@@ -247,6 +272,11 @@ impl Config {
         if let Some(on) = self.lockstat_dump_at_exit {
             if !LOCKSTAT_DUMP.set(on) {
                 too_late.push("lockstat_dump_at_exit");
+            }
+        }
+        if let Some(how) = self.spin_unlock {
+            if !SPIN_UNLOCK.set(how) {
+                too_late.push("spin_unlock");
             }
         }
         if too_late.is_empty() {
@@ -326,6 +356,7 @@ fn lock<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
 static SPIN_NS: Once<u64> = Once::new();
 static ORACLE: Once<Oracle> = Once::new();
 static LOCKSTAT_DUMP: Once<bool> = Once::new();
+static SPIN_UNLOCK: Once<SpinUnlock> = Once::new();
 static BPF_HOOK: StdMutex<Option<BpfHook>> = StdMutex::new(None);
 
 // --- what the locks call ----------------------------------------------------
@@ -352,6 +383,28 @@ pub(crate) fn oracle() -> Oracle {
                         "klock: KLOCK_ONCPU={other:?} is not one of auto, bpf, budget; using auto"
                     );
                     Oracle::Auto
+                }
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// How a spinlock's fast-path owner unlocks. Fixes the setting.
+// Read only on x86-64 outside loom (elsewhere the unlock is always an RMW).
+#[cfg_attr(not(all(target_arch = "x86_64", not(loom))), allow(dead_code))]
+pub(crate) fn spin_unlock() -> SpinUnlock {
+    SPIN_UNLOCK
+        .read(|| {
+            let v = std::env::var("KLOCK_SPIN_UNLOCK").ok()?;
+            Some(match v.trim() {
+                "" | "auto" => SpinUnlock::Auto,
+                "store" => SpinUnlock::Store,
+                "rmw" => SpinUnlock::Rmw,
+                other => {
+                    eprintln!(
+                        "klock: KLOCK_SPIN_UNLOCK={other:?} is not one of auto, store, rmw; using auto"
+                    );
+                    SpinUnlock::Auto
                 }
             })
         })

@@ -47,8 +47,10 @@
 //!
 //! ```text
 //! lock fast path      (0,0,0) -> (0,0,1)                  CAS, acquire
-//! unlock              (*,*,1) -> (*,*,0)                  x86-64: byte store; else
-//!                                                         32-bit fetch_sub, release
+//! unlock              (*,*,1) -> (*,*,0)                  x86-64: byte store or
+//!                                                         32-bit fetch_sub, whichever
+//!                                                         is cheaper here ([`unlock`]);
+//!                                                         else fetch_sub, release
 //!
 //! pending path (second locker, no queue):
 //!   hand-over wait    (0,1,0): re-read up to PENDING_LOOPS times (a pending
@@ -116,7 +118,7 @@
 //!                     then pass the baton
 //!   sleep             drop pending; (n,0,P) -> (n,0,SLOW); sleep while the
 //!                     word is unchanged; behind a LOCKED owner: yield instead
-//! unlock, LOCKED      (*,*,1) -> (*,*,0)        byte store (x86-64)
+//! unlock, LOCKED      (*,*,1) -> (*,*,0)        byte store or fetch_sub ([`unlock`])
 //! unlock, P or SLOW   (*,*,P|SLOW) -> (*,*,0)   CAS; saw HEAD_ASLEEP: wake the
 //!                                               head (by address, after release)
 //! ```
@@ -146,6 +148,8 @@
 
 pub(crate) mod pv;
 pub use pv::{pv_tuning, set_pv_tuning, PvTuning, DEFAULT_RESERVE_NS};
+pub mod unlock;
+pub use unlock::plain_unlock_by_store;
 
 use crate::events::{self, Event};
 use crate::spin::cpu_relax;
@@ -511,48 +515,15 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         }
     }
 
-    /// Clear a plain (`LOCKED`) locked byte.
+    /// Clear a plain (`LOCKED`) locked byte: a byte store or an RMW,
+    /// whichever the process found cheaper (see [`unlock`]).
     ///
     /// # Safety
     /// The caller holds the lock with the locked byte `LOCKED`.
     #[inline(always)]
     unsafe fn unlock_plain(&self) {
-        #[cfg(all(target_arch = "x86_64", not(loom)))]
-        {
-            debug_assert_eq!(
-                self.word.load(Relaxed) & LOCKED_MASK,
-                LOCKED,
-                "unlock of an unlocked qspinlock"
-            );
-            // (*,*,1) -> (*,*,0) as a plain byte store of the locked byte,
-            // the kernel's x86 unlock (DESIGN §3 per-arch fast path). It pays:
-            // `klock bench uncontended` measured 11.0 ns per lock+unlock with
-            // the locked RMW below and ~6 ns with this store (2-core EPYC),
-            // i.e. the same as a TTAS lock. An aligned byte store is atomic
-            // on x86 and coherent with the 32-bit RMWs of the slow paths,
-            // which never change a set locked byte (only its owner clears
-            // it). x86 stores are release stores (TSO); the asm block has no
-            // `nomem`, so the compiler keeps the critical section's accesses
-            // before it. Pairs with the same acquires as the portable path.
-            // SAFETY: `word` is a live, 4-byte aligned u32; byte 0 is the
-            // locked byte on little-endian x86.
-            unsafe {
-                core::arch::asm!(
-                    "mov byte ptr [{p}], 0",
-                    p = in(reg) self.word.as_ptr(),
-                    options(nostack, preserves_flags)
-                );
-            }
-        }
-        #[cfg(not(all(target_arch = "x86_64", not(loom))))]
-        {
-            // (*,*,LOCKED) -> (*,*,0), one 32-bit RMW. Under loom this
-            // also models the x86 byte store: it clears the byte without
-            // looking at the rest (the paravirt fast-path owner's unlock).
-            // Release pairs with the Acquire of whoever takes the lock next.
-            let old = self.word.fetch_sub(LOCKED, Release);
-            debug_assert_eq!(old & LOCKED_MASK, LOCKED, "unlock of an unlocked qspinlock");
-        }
+        // SAFETY: forwarded.
+        unsafe { unlock::unlock_plain(&self.word) }
     }
 
     /// The portable unlock: a 32-bit `fetch_sub` (DESIGN §3: one access size
