@@ -462,6 +462,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// # Safety
     /// As for [`raw_unlock`](Self::raw_unlock), and `slow_owner` must be
     /// what the acquisition returned.
+    #[cfg(not(loom))] // only the lock_api impl, which loom builds leave out
     #[inline(always)]
     unsafe fn unlock_as(&self, slow_owner: bool) {
         if PARAVIRT && slow_owner {
@@ -573,6 +574,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
 
     /// Take the lock if it is free; `Some(slow_owner)` as for
     /// [`lock_with`](Self::lock_with).
+    #[cfg(not(loom))] // only the lock_api impl, which loom builds leave out
     #[inline]
     fn try_lock_as(&self) -> Option<bool> {
         if PARAVIRT {
