@@ -294,7 +294,7 @@ pub fn load_with(hook: Option<Hook>) -> Result<(), BpfError> {
         None => {
             let fd = sys::map_create()?;
             let raw = fd.as_raw_fd();
-            let p = sys::map_mmap(raw)?;
+            let p = sys::map_mmap(&fd)?;
             st.map = Some(fd);
             // SeqCst: see `on_thread_start`.
             TABLE.store(p, Ordering::SeqCst);
@@ -680,6 +680,8 @@ mod btf {
 
 mod sys {
     use super::{BpfError, Entry, Insn, ENTRIES, PROG_NAME};
+    use rustix::io::Errno;
+    use rustix::ioctl::{opcode, Opcode};
     use std::os::fd::{FromRawFd, OwnedFd};
 
     const BPF_MAP_CREATE: i32 = 0;
@@ -701,11 +703,13 @@ mod sys {
         TpBtf(u32),
     }
     const PERF_TYPE_TRACEPOINT: u32 = 2;
+    /// Passed through `libc::syscall`'s variadic arguments: an `unsigned
+    /// long`, as the syscall takes it.
     const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
     /// `_IOW('$', 8, __u32)`.
-    const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
+    const PERF_EVENT_IOC_SET_BPF: Opcode = opcode::write::<u32>(b'$', 8);
     /// `_IO('$', 0)`.
-    const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+    const PERF_EVENT_IOC_ENABLE: Opcode = opcode::none(b'$', 0);
 
     fn name16() -> [u8; 16] {
         let mut n = [0u8; 16];
@@ -715,6 +719,7 @@ mod sys {
 
     /// `bpf(cmd, attr, size)`; the fd or value it returns.
     pub(super) fn bpf<T>(cmd: i32, attr: &mut T) -> std::io::Result<i64> {
+        // libc: rustix has no bpf(2) wrapper, so this is the raw syscall.
         // SAFETY: `attr` is a properly sized, zero-padded bpf_attr variant.
         let r = unsafe {
             libc::syscall(
@@ -732,12 +737,12 @@ mod sys {
     }
 
     fn why(what: &str, e: std::io::Error) -> BpfError {
-        let hint = match e.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::EACCES) => {
+        let hint = match Errno::from_io_error(&e) {
+            Some(Errno::PERM) | Some(Errno::ACCESS) => {
                 " (needs CAP_BPF and CAP_PERFMON: run as root)"
             }
-            Some(libc::ENOSYS) => " (kernel without the bpf syscall)",
-            Some(libc::EINVAL) => " (kernel too old or built without CONFIG_BPF_EVENTS?)",
+            Some(Errno::NOSYS) => " (kernel without the bpf syscall)",
+            Some(Errno::INVAL) => " (kernel too old or built without CONFIG_BPF_EVENTS?)",
             _ => "",
         };
         BpfError(format!("bpf oracle: {what} failed: {e}{hint}"))
@@ -771,22 +776,22 @@ mod sys {
         Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
     }
 
-    pub(super) fn map_mmap(fd: i32) -> Result<*mut Entry, BpfError> {
+    pub(super) fn map_mmap(fd: &OwnedFd) -> Result<*mut Entry, BpfError> {
+        use rustix::mm::{mmap, MapFlags, ProtFlags};
         let len = ENTRIES as usize * core::mem::size_of::<Entry>();
-        // SAFETY: mapping a BPF_F_MMAPABLE array map of `len` bytes.
+        // SAFETY: mapping a BPF_F_MMAPABLE array map of `len` bytes at an
+        // address of the kernel's choosing.
         let p = unsafe {
-            libc::mmap(
+            mmap(
                 core::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
                 fd,
                 0,
             )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(why("mapping the table", std::io::Error::last_os_error()));
         }
+        .map_err(|e| why("mapping the table", e.into()))?;
         Ok(p.cast())
     }
 
@@ -841,8 +846,10 @@ mod sys {
             // SAFETY: a fresh fd we own.
             Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
             Err(e)
-                if e.raw_os_error() == Some(libc::EACCES)
-                    || e.raw_os_error() == Some(libc::EINVAL) =>
+                if matches!(
+                    Errno::from_io_error(&e),
+                    Some(Errno::ACCESS) | Some(Errno::INVAL)
+                ) =>
             {
                 // Again with the verifier's log, for the message.
                 a.log_level = 1;
@@ -946,6 +953,8 @@ mod sys {
     /// Attach `prog` to tracepoint `id` (for all CPUs) through a perf event
     /// opened on the first CPU that is online.
     pub(super) fn attach(id: u64, prog: i32) -> Result<OwnedFd, BpfError> {
+        // libc: rustix has no sysconf (the C library counts the configured
+        // CPUs).
         // SAFETY: sysconf has no preconditions.
         let ncpu = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as i32;
         let mut last_err = None;
@@ -958,6 +967,7 @@ mod sys {
                 wakeup_events: 1,
                 ..Default::default()
             };
+            // libc: rustix has no perf_event_open, so this is the raw syscall.
             // SAFETY: a valid perf_event_attr; pid -1 + cpu: all tasks on it.
             let fd = unsafe {
                 libc::syscall(
@@ -977,20 +987,18 @@ mod sys {
             }
             // SAFETY: a fresh fd we own.
             let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-            use std::os::fd::AsRawFd;
-            // SAFETY: ioctls on a perf event fd with an int argument.
+            use rustix::ioctl::{ioctl, IntegerSetter, NoArg};
+            // SAFETY: SET_BPF takes the program's fd as its integer
+            // argument; ENABLE takes 0 (this event alone, not its group).
             let r = unsafe {
-                if libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_SET_BPF as _, prog) < 0 {
-                    -1
-                } else {
-                    libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_ENABLE as _, 0)
-                }
+                ioctl(
+                    &fd,
+                    IntegerSetter::<PERF_EVENT_IOC_SET_BPF>::new_usize(prog as usize),
+                )
+                .and_then(|()| ioctl(&fd, NoArg::<PERF_EVENT_IOC_ENABLE>::new()))
             };
-            if r < 0 {
-                return Err(why(
-                    "attaching the program to sched_switch",
-                    std::io::Error::last_os_error(),
-                ));
+            if let Err(e) = r {
+                return Err(why("attaching the program to sched_switch", e.into()));
             }
             // One event is enough: a program attached to a tracepoint
             // through a perf event runs on every CPU's hits (the kernel
@@ -1000,7 +1008,7 @@ mod sys {
         }
         Err(why(
             "opening the sched_switch perf event",
-            last_err.unwrap_or_else(|| std::io::Error::from_raw_os_error(libc::ENODEV)),
+            last_err.unwrap_or_else(|| Errno::NODEV.into()),
         ))
     }
 
@@ -1025,24 +1033,13 @@ mod sys {
     }
 
     pub(super) fn mount_tracefs(at: &str) -> Result<(), BpfError> {
-        let target = std::ffi::CString::new(at).expect("no NUL in path");
-        // SAFETY: valid C strings; no data argument.
-        let r = unsafe {
-            libc::mount(
-                c"nodev".as_ptr(),
-                target.as_ptr(),
-                c"tracefs".as_ptr(),
-                0,
-                core::ptr::null(),
-            )
-        };
-        if r < 0 {
-            return Err(why(
+        use rustix::mount::{mount, MountFlags};
+        mount("nodev", at, "tracefs", MountFlags::empty(), None).map_err(|e| {
+            why(
                 &format!("tracefs is not mounted and mounting it on {at}"),
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(())
+                e.into(),
+            )
+        })
     }
 }
 
@@ -1059,7 +1056,9 @@ pub fn prog_exists(id: u32) -> std::io::Result<bool> {
             drop(unsafe { OwnedFd::from_raw_fd(fd as i32) });
             Ok(true)
         }
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) if rustix::io::Errno::from_io_error(&e) == Some(rustix::io::Errno::NOENT) => {
+            Ok(false)
+        }
         Err(e) => Err(e),
     }
 }
