@@ -51,7 +51,10 @@
 //! # The program
 //!
 //! 37–39 eBPF instructions, assembled below from their encodings and
-//! loaded with the `bpf` syscall, hooked one of two ways ([`Hook`]):
+//! loaded with the `bpf` syscall, hooked one of two ways ([`Hook`]). An
+//! independent eBPF decoder and interpreter (the `rbpf` crate) checks the
+//! encoding and the transitions without a kernel
+//! (`tests/oncpu_bpf_program.rs`, on [`program_bytes`]).
 //!
 //! * **`tp_btf`** (default): a BTF-typed raw tracepoint program
 //!   (`BPF_PROG_TYPE_TRACING`, `BPF_TRACE_RAW_TP`) gets `sched_switch`'s
@@ -436,6 +439,20 @@ pub struct Insn {
     regs: u8, // dst in the low nibble, src in the high nibble
     off: i16,
     imm: i32,
+}
+
+// `struct bpf_insn` is 8 bytes with no padding: `program_bytes` relies on it.
+const _: () = assert!(core::mem::size_of::<Insn>() == 8);
+
+/// The instructions as the bytes `BPF_PROG_LOAD` hands the kernel: each
+/// `struct bpf_insn` in memory order (opcode, the register byte with dst
+/// in the low nibble as on a little-endian machine, then `off` and `imm`
+/// little-endian). Lets a test decode the very bytes the kernel gets with
+/// a decoder of its own, without loading anything.
+pub fn program_bytes(insns: &[Insn]) -> &[u8] {
+    // SAFETY: `Insn` is repr(C), 8 bytes, no padding (asserted above), and
+    // the slice stays borrowed for the result's lifetime.
+    unsafe { core::slice::from_raw_parts(insns.as_ptr().cast(), core::mem::size_of_val(insns)) }
 }
 
 const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
