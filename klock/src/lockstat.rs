@@ -258,6 +258,11 @@ fn new_row(l: &mut Local, class: u32) {
 }
 
 // --- the clock ------------------------------------------------------------
+//
+// Hand-calibrated rather than through the `quanta` crate: the same cost per
+// timestamp, but `quanta` calibrates in a busy loop at set-up (inside the
+// first tracked acquisition) and trusts CPUID's invariant-TSC flag where
+// the kernel may have dropped the TSC; docs/lockstat.md has the figures.
 
 /// 1: timestamps are TSC ticks; 2: monotonic ns. Set when the registry is
 /// created, which happens before any tracked lock can time anything (a

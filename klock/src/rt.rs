@@ -26,6 +26,8 @@ pub fn set_fifo(priority: i32) -> io::Result<()> {
     let p = libc::sched_param {
         sched_priority: priority,
     };
+    // libc: rustix has no sched_setscheduler (it leaves scheduling policy
+    // to the C library).
     // SAFETY: plain syscall; pid 0 is the calling thread on Linux.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0 {
         Ok(())
@@ -37,6 +39,7 @@ pub fn set_fifo(priority: i32) -> io::Result<()> {
 /// Put the calling thread back under `SCHED_OTHER`.
 pub fn set_normal() -> io::Result<()> {
     let p = libc::sched_param { sched_priority: 0 };
+    // libc: rustix has no sched_setscheduler.
     // SAFETY: plain syscall on the calling thread.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) } == 0 {
         Ok(())
@@ -47,21 +50,13 @@ pub fn set_normal() -> io::Result<()> {
 
 /// Pin the calling thread to CPU `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    // SAFETY: the set is zeroed and filled with the libc macros; the
-    // syscall reads it.
-    unsafe {
-        let mut set = std::mem::zeroed::<libc::cpu_set_t>();
-        libc::CPU_ZERO(&mut set);
-        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+    use rustix::thread::CpuSet;
+    if cpu >= CpuSet::MAX_CPU {
+        return Err(rustix::io::Errno::INVAL.into());
     }
+    let mut set = CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).map_err(io::Error::from)
 }
 
 /// Whether the calling thread has a real-time policy (`SCHED_FIFO`, `RR`
@@ -72,6 +67,7 @@ pub fn is_realtime() -> bool {
     const SCHED_DEADLINE: i32 = 6;
     /// `SCHED_RESET_ON_FORK`, which the kernel reports ORed in.
     const RESET_ON_FORK: i32 = 0x4000_0000;
+    // libc: rustix has no sched_getscheduler.
     // SAFETY: no pointers; 0 names the calling thread.
     let p = unsafe { libc::sched_getscheduler(0) } & !RESET_ON_FORK;
     p == libc::SCHED_FIFO || p == libc::SCHED_RR || p == SCHED_DEADLINE
@@ -80,15 +76,10 @@ pub fn is_realtime() -> bool {
 /// The CPUs in the calling thread's allowed set, in ascending order (one
 /// syscall; empty if the kernel refuses to say).
 pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: the set is filled by the kernel and read with the libc macro.
-    unsafe {
-        let mut set = std::mem::zeroed::<libc::cpu_set_t>();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..8 * std::mem::size_of::<libc::cpu_set_t>())
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
+    use rustix::thread::CpuSet;
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
+        Err(_) => Vec::new(),
     }
 }
 
@@ -185,6 +176,7 @@ mod tests {
     fn answers_without_changing_the_caller() {
         let _ = fifo_available();
         // Our own policy is still SCHED_OTHER.
+        // libc: rustix has no sched_getscheduler.
         // SAFETY: plain syscall.
         assert_eq!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_OTHER);
         assert!(!is_realtime());
@@ -230,8 +222,7 @@ mod tests {
             "{r}"
         );
         // Root here and in CI: the capability is seen.
-        // SAFETY: plain syscall.
-        if unsafe { libc::geteuid() } == 0 {
+        if rustix::process::geteuid().is_root() {
             assert!(has_cap_sys_nice());
         }
     }

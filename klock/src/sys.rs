@@ -57,6 +57,9 @@ pub fn futex_wake(word: &AtomicU32, n: u32) -> usize {
 /// `wake_q`), so the woken thread never runs into that lock still held.
 #[cfg(not(loom))]
 pub fn futex_wake_addr(addr: usize, n: u32) {
+    // libc: rustix's futex calls take `&AtomicU32`, and a reference to a
+    // word that may be dead is not allowed to exist; the raw syscall takes
+    // the bare address.
     // SAFETY: FUTEX_WAKE only uses the address as a key; no memory is
     // accessed through it.
     unsafe {

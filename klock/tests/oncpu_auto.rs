@@ -15,8 +15,7 @@ fn auto_installs_the_bpf_oracle_in_the_background() {
     // Answers now, whatever the loader is doing.
     let _ = oncpu::oracle().owner_running(klock::thread::current_tid());
     let got = oncpu::wait_for_oracle(Duration::from_secs(10));
-    // SAFETY: no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if rustix::process::geteuid().is_root() {
         assert_eq!(
             got,
             Some(OracleKind::Bpf),

@@ -25,8 +25,7 @@ fn skip(why: &str) {
 /// Load the program, or say why the test is skipped (not root).
 fn setup() -> Option<std::sync::MutexGuard<'static, ()>> {
     let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         skip("the bpf oracle needs root");
         return None;
     }

@@ -254,6 +254,9 @@ extern "C" fn take_b(_: libc::c_int) {
     SIG_HANDLED.fetch_add(1, SeqCst);
 }
 
+// libc: the handler is installed with sigaction and the signal sent to one
+// thread with pthread_kill; rustix offers neither (it leaves signal
+// handling to the C library).
 #[test]
 fn signal_handler_nests_on_node_1() {
     use std::os::unix::thread::JoinHandleExt;

@@ -327,6 +327,7 @@ fn preempted_holder_wait<W: klock::mutex::WaitLockRaw + 'static>() -> (Duration,
     while !done.load(Acquire) {
         if !rescued && t0.elapsed() > RESCUE {
             let p = libc::sched_param { sched_priority: 0 };
+            // libc: rustix has no sched_setscheduler.
             // SAFETY: plain syscall on the high thread's tid.
             let r = unsafe {
                 libc::sched_setscheduler(high_tid.load(Acquire) as i32, libc::SCHED_OTHER, &p)

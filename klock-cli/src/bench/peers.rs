@@ -150,6 +150,10 @@ impl BenchLock for StdRwLock {
     }
 }
 
+// The glibc peers below call glibc's own pthread functions through the
+// libc crate: measuring glibc's implementation is their point, and rustix
+// (raw syscalls) has no pthread locks.
+
 /// Panics with a clear message if a pthread call failed (they return an errno).
 fn check(call: &str, rc: libc::c_int) {
     assert_eq!(

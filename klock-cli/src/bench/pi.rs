@@ -63,6 +63,9 @@ const PRIO_HIGH: i32 = 30;
 const PRIO_HEARTBEAT: i32 = 40;
 
 // ---------------------------------------------------------------- PI peers
+//
+// glibc's PI mutex, called through the libc crate: measuring glibc's
+// implementation is the point, and rustix has no pthread locks.
 
 extern "C" {
     // glibc; not bound by the libc crate.
@@ -366,16 +369,11 @@ pub struct PiRun {
 
 /// Pins the calling thread to CPU 0 and restores its CPU set when dropped:
 /// the watchdog must not share the real-time CPU.
-struct OnCpu0(Option<libc::cpu_set_t>);
+struct OnCpu0(Option<rustix::thread::CpuSet>);
 
 impl OnCpu0 {
     fn new() -> Self {
-        // SAFETY: the set is filled by the kernel.
-        let saved = unsafe {
-            let mut set = std::mem::zeroed::<libc::cpu_set_t>();
-            (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0)
-                .then_some(set)
-        };
+        let saved = rustix::thread::sched_getaffinity(None).ok();
         let _ = klock::rt::pin_to_cpu(0);
         Self(saved)
     }
@@ -384,8 +382,7 @@ impl OnCpu0 {
 impl Drop for OnCpu0 {
     fn drop(&mut self) {
         if let Some(set) = &self.0 {
-            // SAFETY: restores the set read in `new`.
-            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+            let _ = rustix::thread::sched_setaffinity(None, set);
         }
     }
 }

@@ -199,6 +199,7 @@ impl Usage {
 
 /// This process's usage so far.
 pub fn usage() -> Usage {
+    // libc: rustix has no getrusage.
     // SAFETY: getrusage fills the struct we pass.
     let ru = unsafe {
         let mut ru = std::mem::zeroed::<libc::rusage>();
