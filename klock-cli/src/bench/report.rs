@@ -781,17 +781,24 @@ fn plot_data(rows: &[ResultRow], unit: &str) -> PlotData {
                 })
             }
         };
+        let mut panels = vec![
+            Panel {
+                title: format!("CPUs near (round trip < {cut:.0} ns)"),
+                series: per_id(&side(false)),
+            },
+            Panel {
+                title: format!("CPUs far (round trip >= {cut:.0} ns)"),
+                series: per_id(&side(true)),
+            },
+        ];
+        // A placement that no run stayed in entirely (one probe far off,
+        // say) gets no panel.
+        panels.retain(|p| p.series.iter().any(|s| !s.1.is_empty()));
+        if panels.is_empty() {
+            return plot_all(rows, ids, unit);
+        }
         return PlotData {
-            panels: vec![
-                Panel {
-                    title: format!("CPUs near (round trip < {cut:.0} ns)"),
-                    series: per_id(&side(false)),
-                },
-                Panel {
-                    title: format!("CPUs far (round trip >= {cut:.0} ns)"),
-                    series: per_id(&side(true)),
-                },
-            ],
+            panels,
             ids,
             y_desc: format!("kop/s: median of the {unit}, bar: min to max"),
             note: format!(
@@ -801,25 +808,43 @@ fn plot_data(rows: &[ResultRow], unit: &str) -> PlotData {
             ),
         };
     }
-    let series = per_id(&|r: &ResultRow| {
-        let (lo, hi) = if r.kops_runs.is_empty() {
+    plot_all(rows, ids, unit)
+}
+
+/// The plot of every run together: means with min–max bars (± 1 stddev
+/// where the runs are not recorded).
+fn plot_all(rows: &[ResultRow], ids: Vec<String>, unit: &str) -> PlotData {
+    let series = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
             (
-                (r.kops_mean - r.kops_stddev).max(0.0),
-                r.kops_mean + r.kops_stddev,
+                i,
+                rows.iter()
+                    .filter(|r| &r.id == id)
+                    .map(|r| {
+                        let (lo, hi) = if r.kops_runs.is_empty() {
+                            (
+                                (r.kops_mean - r.kops_stddev).max(0.0),
+                                r.kops_mean + r.kops_stddev,
+                            )
+                        } else {
+                            (
+                                r.kops_runs.iter().copied().fold(f64::INFINITY, f64::min),
+                                r.kops_runs.iter().copied().fold(0.0, f64::max),
+                            )
+                        };
+                        Point {
+                            threads: r.threads,
+                            value: r.kops_mean,
+                            lo,
+                            hi,
+                        }
+                    })
+                    .collect(),
             )
-        } else {
-            (
-                r.kops_runs.iter().copied().fold(f64::INFINITY, f64::min),
-                r.kops_runs.iter().copied().fold(0.0, f64::max),
-            )
-        };
-        Some(Point {
-            threads: r.threads,
-            value: r.kops_mean,
-            lo,
-            hi,
         })
-    });
+        .collect();
     let stddev_bars = rows.iter().filter(|r| r.kops_runs.is_empty()).count();
     let bars = match stddev_bars {
         0 => "min to max".to_string(),
@@ -1254,6 +1279,20 @@ mod plot_tests {
         for id in ["a", "b"] {
             assert_eq!(text_x(&svg, id).len(), 1, "one legend entry for {id}");
         }
+    }
+
+    #[test]
+    fn a_placement_no_run_stayed_in_gets_no_panel() {
+        // One probe far off: the run that saw it crossed the cut, so no
+        // run was entirely far.
+        let mut r = row("a", 1, &[(10.0, 80.0), (12.0, 90.0), (11.0, 85.0)]);
+        r.xfer_ns_runs[2].1 = Some(300_000.0);
+        let d = plot_data(std::slice::from_ref(&r), "runs");
+        assert_eq!(d.panels.len(), 1);
+        assert!(d.panels[0].title.starts_with("CPUs near"));
+        let p = d.panels[0].series[0].1[0];
+        assert_eq!((p.value, p.lo, p.hi), (11.0, 10.0, 12.0));
+        assert!(d.note.contains("left out"), "{}", d.note);
     }
 
     #[test]
