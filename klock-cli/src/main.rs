@@ -209,7 +209,11 @@ fn main() -> ExitCode {
                 print!("{}", bench::list());
                 return ExitCode::SUCCESS;
             }
-            let command = std::env::args().collect::<Vec<_>>().join(" ");
+            // Exactly as the user ran it (lossy only for arguments that
+            // are not UTF-8).
+            let argv: Vec<String> = std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
             let opts = bench::Options {
                 suites: a.suites,
                 locks: a.locks,
@@ -222,11 +226,12 @@ fn main() -> ExitCode {
                 quick: a.quick,
                 cs_ns: a.cs_ns,
                 outside_ns: a.outside_ns,
-                command: command.clone(),
+                argv: argv.clone(),
             };
+            let provenance = bench::report::Provenance::new(&argv);
             let result = opts
                 .plan()
-                .and_then(|plans| bench::execute(&plans, &command));
+                .and_then(|plans| bench::execute(&plans, &provenance));
             match result {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(e) => {

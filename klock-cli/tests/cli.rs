@@ -13,6 +13,52 @@ fn text(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
 }
 
+/// The commit of this checkout, when git can tell.
+fn head_commit() -> Option<String> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let o = Command::new("git")
+        .args(["-C", root, "rev-parse", "HEAD"])
+        .output()
+        .ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+/// Every result file says which build and which command made it.
+fn assert_traceable(v: &serde_json::Value, args: &[&str]) {
+    let commit = v["git_commit"].as_str().expect("git_commit");
+    match head_commit() {
+        Some(head) => assert_eq!(commit, head, "git_commit"),
+        None => assert!(
+            commit == "unknown" || commit.len() == 40,
+            "git_commit {commit}"
+        ),
+    }
+    assert!(
+        v["git_dirty"].is_boolean() || v["git_dirty"].is_null(),
+        "git_dirty: {}",
+        v["git_dirty"]
+    );
+    if head_commit().is_some() {
+        assert!(v["git_dirty"].is_boolean(), "git_dirty in a checkout");
+    }
+    assert_eq!(v["klock_version"], env!("CARGO_PKG_VERSION"));
+    let argv: Vec<&str> = v["command_argv"]
+        .as_array()
+        .expect("command_argv")
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(argv[0], env!("CARGO_BIN_EXE_klock"));
+    assert_eq!(&argv[1..], args, "command_argv");
+    let command = v["command"].as_str().expect("command");
+    assert!(
+        command.starts_with(env!("CARGO_BIN_EXE_klock")) && command.ends_with(args[args.len() - 1]),
+        "command: {command}"
+    );
+}
+
 #[test]
 fn list_shows_suites_and_locks() {
     let o = klock(&["bench", "--list"]);
@@ -143,6 +189,87 @@ fn smoke_bench_writes_every_contract_field() {
     assert!(four["reader_mean"].as_f64().unwrap() > 0.0);
     let plot = std::fs::read_to_string(&svg).unwrap();
     assert!(plot.starts_with("<svg") && plot.contains("std-rwlock"));
+    // The axis says what the error bars are.
+    assert!(plot.contains("bar: min to max"), "plot axis label");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn json_says_which_build_and_command_made_it() {
+    let dir = std::env::temp_dir().join(format!("klock-cli-trace-{}", std::process::id()));
+    let json = dir.join("u.json");
+    let svg = dir.join("u.svg");
+    let args = [
+        "bench",
+        "uncontended",
+        "--quick",
+        "--threads",
+        "1",
+        "--locks",
+        "std-mutex",
+        "--duration",
+        "20ms",
+        "--warmup",
+        "5ms",
+        "--plot",
+        svg.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let o = klock(&args);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_traceable(&v, &args);
+    // The tables come before the lines naming the written files.
+    let table = t.find("Uncontended lock+unlock cost").expect("cost table");
+    let files = t.find("   JSON: ").expect("files line");
+    assert!(table < files, "{t}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn unwritable_output_path_fails_before_any_run() {
+    let dir = std::env::temp_dir().join(format!("klock-cli-badpath-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A plain file where a folder is needed: not writable, even for root.
+    let file = dir.join("plain-file");
+    std::fs::write(&file, "x").unwrap();
+    let under_file = file.join("x.json");
+    let under_file = under_file.to_str().unwrap();
+    let a_dir = dir.to_str().unwrap();
+    let ok_json = dir.join("ok.json");
+    let ok_json = ok_json.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["bench", "mutex", "--json", under_file],
+            format!("cannot write --json {under_file}: Not a directory"),
+        ),
+        (
+            vec!["bench", "mutex", "--json", a_dir],
+            format!("cannot write --json {a_dir}: Is a directory"),
+        ),
+        (
+            vec!["bench", "mutex", "--json", ok_json, "--plot", under_file],
+            format!("cannot write --plot {under_file}: Not a directory"),
+        ),
+    ] {
+        let start = std::time::Instant::now();
+        let o = klock(&args);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(
+            t.contains(&says),
+            "{args:?} should say {says:?}, said:\n{t}"
+        );
+        assert!(!t.contains("panicked"), "{args:?} panicked:\n{t}");
+        // Nothing ran: no run count announced, and well under the
+        // suite's minutes.
+        assert!(!t.contains("runs, about"), "{args:?} started running:\n{t}");
+        assert!(start.elapsed() < std::time::Duration::from_secs(20));
+    }
+    // The check leaves no file behind where the JSON would go.
+    assert!(!std::path::Path::new(ok_json).exists());
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -232,5 +359,6 @@ fn treelock_smoke() {
     // 2 locks × 2 thread counts, plus the 2 tracked single-thread rows.
     assert_eq!(rows.len(), 6);
     assert!(rows.iter().any(|r| r["id"] == "qrwlock+lockstat"));
+    assert!(v["git_commit"].is_string() && v["command_argv"].is_array());
     let _ = std::fs::remove_dir_all(&dir);
 }

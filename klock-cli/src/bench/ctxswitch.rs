@@ -8,7 +8,7 @@
 //! the oracle's table, so every switch takes the program's longest path
 //! (two lookups, two tag matches, two updates).
 
-use super::report::{Machine, ResultFile, ResultRow};
+use super::report::{Machine, Provenance, ResultFile, ResultRow};
 use super::workload::{Role, RunOutcome};
 use super::Plan;
 use indicatif::ProgressBar;
@@ -152,7 +152,7 @@ fn ns_per_switch(r: &RunOutcome) -> f64 {
 pub fn execute(
     plan: &Plan,
     machine: &Machine,
-    command: &str,
+    provenance: &Provenance,
     pb: &ProgressBar,
 ) -> Result<Option<ResultFile>, String> {
     let total = (plan.runs * VARIANTS.len()) as u64;
@@ -207,11 +207,9 @@ pub fn execute(
              per variant after {:?} warm-up, variants interleaved",
             plan.duration, plan.runs, plan.warmup
         ),
-        klock_version: env!("CARGO_PKG_VERSION").into(),
-        command: command.into(),
+        provenance: provenance.clone(),
         verdict: Default::default(),
     };
-    file.write_json(&plan.json)?;
     let ns: Vec<Vec<f64>> = runs
         .iter()
         .map(|rs| rs.iter().map(ns_per_switch).collect())
@@ -247,10 +245,9 @@ pub fn execute(
     if !seq_moved {
         text += "\n   [warning: the table saw no switch: was the hook running?]\n";
     }
-    pb.suspend(|| {
-        print!("{text}");
-        println!("\n   JSON: {}", plan.json.display());
-    });
+    // The table first, then the file.
+    pb.suspend(|| print!("{text}"));
+    file.write_json(&plan.json)?;
     Ok(Some(file))
 }
 

@@ -17,7 +17,7 @@ pub mod treelock;
 pub mod verdict;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use report::{Machine, ResultFile, ResultRow};
+use report::{Machine, Provenance, ResultFile, ResultRow};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use workload::{CriticalSection, Workload};
@@ -39,8 +39,8 @@ pub struct Options {
     pub quick: bool,
     pub cs_ns: Option<u64>,
     pub outside_ns: Option<u64>,
-    /// The command line, recorded in the JSON.
-    pub command: String,
+    /// The command line as the user ran it, recorded in the JSON.
+    pub argv: Vec<String>,
 }
 
 /// One suite, resolved.
@@ -55,6 +55,10 @@ pub struct Plan {
     pub runs: usize,
     pub json: PathBuf,
     pub plot: PathBuf,
+    /// Whether `json` / `plot` come from `--json` / `--plot` (else they
+    /// are the defaults).
+    pub json_given: bool,
+    pub plot_given: bool,
 }
 
 impl Plan {
@@ -67,6 +71,32 @@ impl Plan {
     }
     pub fn seconds(&self) -> f64 {
         self.points() as f64 * self.runs as f64 * (self.duration + self.warmup).as_secs_f64()
+    }
+    /// Whether the suite draws a plot (ctxswitch has a table only).
+    pub fn plots(&self) -> bool {
+        self.suite.name != ctxswitch::NAME
+    }
+    /// Whether the output files can be written, checked before any run so
+    /// that a finished run is never lost to a bad path. Creates their
+    /// folders, as writing them would.
+    pub fn check_outputs(&self) -> Result<(), String> {
+        let mut outputs = vec![("--json", "JSON", &self.json, self.json_given)];
+        if self.plots() {
+            outputs.push(("--plot", "plot", &self.plot, self.plot_given));
+        }
+        for (flag, what, path, given) in outputs {
+            report::check_writable(path).map_err(|why| {
+                if given {
+                    format!("cannot write {flag} {}: {why}", path.display())
+                } else {
+                    format!(
+                        "cannot write {} (the default {what} path; choose another with {flag}): {why}",
+                        path.display()
+                    )
+                }
+            })?;
+        }
+        Ok(())
     }
 }
 
@@ -190,15 +220,36 @@ impl Options {
                     },
                     json: out_path(self.json.as_deref(), suite.name, "json", several),
                     plot: out_path(self.plot.as_deref(), suite.name, "svg", several),
+                    json_given: self.json.is_some(),
+                    plot_given: self.plot.is_some(),
                 })
             })
             .collect()
     }
 }
 
-/// Run the plans, printing each suite's tables as it completes and writing
-/// its JSON and plot. Returns the result files.
-pub fn execute(plans: &[Plan], command: &str) -> Result<Vec<ResultFile>, String> {
+/// `   JSON: PATH   plot: PATH`, after a suite's files are written.
+fn wrote(pb: &ProgressBar, plan: &Plan) {
+    pb.suspend(|| {
+        if plan.plots() {
+            println!(
+                "\n   JSON: {}   plot: {}",
+                plan.json.display(),
+                plan.plot.display()
+            );
+        } else {
+            println!("\n   JSON: {}", plan.json.display());
+        }
+    });
+}
+
+/// Run the plans, printing each suite's tables as it completes, then
+/// writing its JSON and plot. Every output path is checked first: a bad
+/// one is an error before anything runs. Returns the result files.
+pub fn execute(plans: &[Plan], provenance: &Provenance) -> Result<Vec<ResultFile>, String> {
+    for plan in plans {
+        plan.check_outputs()?;
+    }
     let total: usize = plans.iter().map(|p| p.points() * p.runs).sum();
     let secs: f64 = plans.iter().map(|p| p.seconds()).sum();
     eprintln!("klock bench: {total} runs, about {secs:.0} s");
@@ -213,29 +264,23 @@ pub fn execute(plans: &[Plan], command: &str) -> Result<Vec<ResultFile>, String>
         // treelock has its own phases (cost, sweep, lockstat) and tables.
         if plan.suite.name == treelock::NAME {
             treelock::check(plan)?;
-            let (file, text) = treelock::execute(plan, &machine, command, &pb)?;
-            pb.suspend(|| {
-                print!("{text}");
-                println!(
-                    "\n   JSON: {}   plot: {}",
-                    plan.json.display(),
-                    plan.plot.display()
-                );
-            });
-            files.push(file);
+            files.push(treelock::execute(plan, &machine, provenance, &pb)?);
+            wrote(&pb, plan);
             continue;
         }
         // The oracle's hook cost: its own runner and table.
         if plan.suite.name == ctxswitch::NAME {
-            if let Some(file) = ctxswitch::execute(plan, &machine, command, &pb)? {
+            if let Some(file) = ctxswitch::execute(plan, &machine, provenance, &pb)? {
                 files.push(file);
+                wrote(&pb, plan);
             }
             continue;
         }
         // pi_stress has its own runner, table and JSON rows.
         if plan.suite.name == pi::SUITE {
-            if let Some(file) = pi::execute(plan, &machine, command, &pb)? {
+            if let Some(file) = pi::execute(plan, &machine, provenance, &pb)? {
                 files.push(file);
+                wrote(&pb, plan);
             }
             continue;
         }
@@ -297,22 +342,19 @@ pub fn execute(plans: &[Plan], command: &str) -> Result<Vec<ResultFile>, String>
                 plan.runs,
                 plan.warmup
             ),
-            klock_version: env!("CARGO_PKG_VERSION").into(),
-            command: command.into(),
+            provenance: provenance.clone(),
             verdict: Default::default(),
         };
         verdict::attach(&mut file);
-        file.write_json(&plan.json)?;
-        report::plot(&file, &plan.plot)?;
+        // The tables first: a file that cannot be written loses nothing
+        // that was on the screen.
         pb.suspend(|| {
             print!("{}", report::render(&file, plan.suite.cost_table));
             print!("{}", verdict::render(&file));
-            println!(
-                "\n   JSON: {}   plot: {}",
-                plan.json.display(),
-                plan.plot.display()
-            );
         });
+        file.write_json(&plan.json)?;
+        report::plot(&file, &plan.plot)?;
+        wrote(&pb, plan);
         files.push(file);
     }
     pb.finish_and_clear();

@@ -30,7 +30,7 @@
 //! `Stddev` rows.
 
 use super::peers::BenchLock;
-use super::report::{rate, thousands, Machine, ResultFile, ResultRow};
+use super::report::{rate, thousands, Machine, Provenance, ResultFile, ResultRow};
 use super::stats::{hmean, mean, min_mean_max, stddev};
 use super::workload::{Role, RunOutcome};
 use super::Plan;
@@ -642,8 +642,8 @@ struct PiFile<'a> {
     results: &'a [PiRow],
     title: &'a str,
     workload: String,
-    klock_version: &'a str,
-    command: &'a str,
+    #[serde(flatten)]
+    provenance: &'a Provenance,
     watchdog_ms: u64,
     rt_cpu: usize,
 }
@@ -706,7 +706,7 @@ fn row(id: &str, lock: &str, variant: &str, groups: usize, runs: &[PiRun], windo
 pub fn execute(
     plan: &Plan,
     machine: &Machine,
-    command: &str,
+    provenance: &Provenance,
     pb: &ProgressBar,
 ) -> Result<Option<ResultFile>, String> {
     if let Some(&g) = plan.threads.iter().find(|&&g| g > MAX_GROUPS) {
@@ -772,43 +772,29 @@ pub fn execute(
         plan.runs,
         plan.warmup
     );
+    // The tables first, then the files.
+    pb.suspend(|| print!("{}", render(&rows, title, &workload, machine)));
     let file = PiFile {
         suite: SUITE,
         machine,
         results: &rows,
         title,
         workload: workload.clone(),
-        klock_version: env!("CARGO_PKG_VERSION"),
-        command,
+        provenance,
         watchdog_ms: WATCHDOG.as_millis() as u64,
         rt_cpu: RT_CPU,
     };
-    if let Some(dir) = plan.json.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
-    let json = serde_json::to_string_pretty(&file).map_err(|e| e.to_string())?;
-    std::fs::write(&plan.json, json + "\n")
-        .map_err(|e| format!("cannot write {}: {e}", plan.json.display()))?;
+    super::report::write_json(&file, &plan.json)?;
     let common = ResultFile {
         suite: SUITE.into(),
         machine: machine.clone(),
         results: rows.iter().map(|r| r.base.clone()).collect(),
         title: title.into(),
         workload: workload.clone(),
-        klock_version: env!("CARGO_PKG_VERSION").into(),
-        command: command.into(),
+        provenance: provenance.clone(),
         verdict: Default::default(),
     };
     super::report::plot(&common, &plan.plot)?;
-    pb.suspend(|| {
-        print!("{}", render(&rows, title, &workload, machine));
-        println!(
-            "\n   JSON: {}   plot: {}",
-            plan.json.display(),
-            plan.plot.display()
-        );
-    });
     Ok(Some(common))
 }
 

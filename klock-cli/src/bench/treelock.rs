@@ -14,7 +14,7 @@
 //! remove a key (exclusive), the rest look one up (shared).
 
 use super::peers::BenchLock;
-use super::report::{rate, Machine, ResultFile, ResultRow};
+use super::report::{rate, Machine, Provenance, ResultFile, ResultRow};
 use super::stat::{self, Runners};
 use super::workload::{measure, ns_to_iters, spin_iters, Role, RunOutcome};
 use super::Plan;
@@ -319,14 +319,14 @@ pub fn check(plan: &Plan) -> Result<(), String> {
 
 /// Run the suite: returns the result file (the sweep's rows, then each
 /// lock's tracked single-thread rows with id `LOCK+lockstat`; the
-/// untracked rows of the cost table are paired runs, not in the file) and
-/// the rendered tables.
+/// untracked rows of the cost table are paired runs, not in the file),
+/// after printing the tables and then writing the JSON and plot.
 pub fn execute(
     plan: &Plan,
     machine: &Machine,
-    command: &str,
+    provenance: &Provenance,
     pb: &ProgressBar,
-) -> Result<(ResultFile, String), String> {
+) -> Result<ResultFile, String> {
     let mut rows = Vec::new();
     // 1 + 2. Throughput sweep (untracked).
     for lock in &plan.locks {
@@ -424,19 +424,20 @@ pub fn execute(
             plan.runs,
             plan.warmup
         ),
-        klock_version: env!("CARGO_PKG_VERSION").into(),
-        command: command.into(),
+        provenance: provenance.clone(),
         verdict: Default::default(),
     };
     // From the sweep's rows only (before the tracked cost rows join).
     super::verdict::attach(&mut file);
-    super::report::plot(&file, &plan.plot)?;
+    // The tables first, then the files.
     let text =
         render(&file, &cost, &lm, lm_threads, plan, &untrackable) + &super::verdict::render(&file);
+    pb.suspend(|| print!("{text}"));
+    super::report::plot(&file, &plan.plot)?;
     file.results
         .extend(cost.into_iter().filter_map(|(_, _, tracked)| tracked));
     file.write_json(&plan.json)?;
-    Ok((file, text))
+    Ok(file)
 }
 
 fn ns_per_op(r: &ResultRow) -> f64 {

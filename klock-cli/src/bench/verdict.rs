@@ -498,8 +498,7 @@ mod tests {
             results,
             title: String::new(),
             workload: String::new(),
-            klock_version: String::new(),
-            command: String::new(),
+            provenance: Default::default(),
             verdict: Verdict::default(),
         };
         attach(&mut f);
