@@ -18,8 +18,9 @@
 //! `notify_one`/`notify_all` return `false`/`0`, and callers wait in a loop
 //! on their condition (`Condvar::wait_while`).
 
-use crate::mutex::{OwnerGuard, RawMutexWith, WaitLock, WaitLockRaw, OWNER_SPIN_GLOBAL};
+use crate::mutex::{OwnerGuard, RawMutexWith, OWNER_SPIN_GLOBAL};
 use crate::sys::{self, WaitResult};
+use crate::waitlock::{WaitLock, WaitLockRaw};
 use core::marker::PhantomData;
 use core::sync::atomic::AtomicU32;
 use core::sync::atomic::Ordering::{Relaxed, SeqCst};

@@ -61,6 +61,7 @@ pub mod sys;
 #[doc(hidden)]
 pub mod thread;
 mod waitlist;
+mod waitlock;
 
 #[cfg(not(loom))]
 pub use condvar::{RawCondvar, RawCondvarWith};

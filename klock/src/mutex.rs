@@ -128,7 +128,6 @@
 use crate::events::{self, Event};
 use crate::oncpu::{self, SpinStats};
 use crate::osq::Osq;
-use crate::qspinlock::RawQSpinLockWith;
 use crate::spin::cpu_relax;
 #[cfg(not(loom))]
 use crate::spinadapt::Decision;
@@ -140,6 +139,9 @@ use crate::sys::{self, monotonic_ns};
 use crate::thread;
 use crate::waitlist::{
     futex_addr, wake_later, wake_pending, AbortOnUnwind, Linked, Links, WaitList,
+};
+pub use crate::waitlock::{
+    WaitLock, WaitLockRaw, YieldLock, YIELD_LOCK_SLEEP_NS, YIELD_LOCK_YIELDS,
 };
 use core::marker::PhantomData;
 use core::sync::atomic::AtomicU64 as StdAtomicU64;
@@ -164,176 +166,6 @@ const WW: usize = WAITERS | WOKEN;
 pub const OWNER_SHIFT: u32 = 4;
 /// Mask of the owner field.
 pub const OWNER_MASK: usize = !FLAGS;
-
-/// The lock protecting a mutex's wait list (`wait_lock`): a small raw
-/// spinlock. The mutex takes it as a type parameter, so one process can
-/// compare choices; [`WaitLock`] is the default.
-///
-/// Its critical sections are a few list operations (wake-ups are sent
-/// after it is released). Under oversubscription the choice matters: with a queued
-/// lock ([`RawQSpinLock`](crate::qspinlock::RawQSpinLock)) a preempted queued waiter stalls everyone
-/// behind it, while a test-and-set lock that yields ([`YieldLock`]) lets
-/// the scheduler run the holder (see [`WaitLock`]).
-pub trait WaitLockRaw: Sized + Send + Sync {
-    /// An unlocked lock.
-    #[cfg(not(loom))]
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self;
-    /// An unlocked lock (loom atomics cannot be built in a constant).
-    #[cfg(loom)]
-    fn new_unlocked() -> Self;
-    /// Whether a waiter that keeps failing eventually sleeps (`false`: it
-    /// spins forever, as a queued spinlock does). Only a sleeping wait lock
-    /// is safe for `SCHED_FIFO` threads of different priorities on one CPU,
-    /// where a spinning or yielding waiter never lets a lower-priority
-    /// holder run.
-    const SLEEPS: bool;
-    /// Acquire (spinning; may yield the CPU).
-    fn lock(&self);
-    /// Release.
-    ///
-    /// # Safety
-    /// The lock is held by the caller.
-    unsafe fn unlock(&self);
-}
-
-impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> WaitLockRaw
-    for RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>
-{
-    const SLEEPS: bool = false;
-    #[cfg(not(loom))]
-    const INIT: Self = Self::new();
-    #[cfg(loom)]
-    fn new_unlocked() -> Self {
-        Self::new()
-    }
-    #[inline]
-    fn lock(&self) {
-        self.raw_lock();
-    }
-    #[inline]
-    unsafe fn unlock(&self) {
-        // SAFETY: forwarded contract.
-        unsafe { self.raw_unlock() }
-    }
-}
-
-/// A test-and-test-and-set lock that spins briefly and then yields the
-/// CPU (`sched_yield`) while the lock stays taken, and after
-/// [`YIELD_LOCK_YIELDS`] yields sleeps [`YIELD_LOCK_SLEEP_NS`] at a time.
-/// Not fair, not queued: under oversubscription no waiter can stall the
-/// others, and a yielding waiter gives a preempted holder its CPU back.
-/// The sleep is for real-time threads: `sched_yield` only lets threads of
-/// the same priority run, so a `SCHED_FIFO` waiter would yield forever to
-/// a lower-priority holder preempted on its CPU. The sleep is timed (no
-/// wake-up to send), so `unlock` stays one store.
-#[derive(Debug)]
-pub struct YieldLock {
-    word: AtomicU32,
-}
-
-/// Spins (re-reads) between yields in [`YieldLock`].
-const YIELD_LOCK_SPINS: u32 = 64;
-/// Yields before a [`YieldLock`] waiter starts sleeping.
-pub const YIELD_LOCK_YIELDS: u32 = 16;
-/// How long a [`YieldLock`] waiter sleeps per round once yielding did not
-/// help (50 µs: long enough for a preempted holder to finish, short
-/// against the scheduler's time slice).
-pub const YIELD_LOCK_SLEEP_NS: u64 = 50_000;
-
-impl YieldLock {
-    /// An unlocked lock.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        Self {
-            word: AtomicU32::new(0),
-        }
-    }
-
-    /// An unlocked lock.
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        Self {
-            word: AtomicU32::new(0),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn lock_contended(&self) {
-        let mut yields = 0u32;
-        loop {
-            let mut n = 0;
-            while self.word.load(Relaxed) != 0 {
-                n += 1;
-                if n >= YIELD_LOCK_SPINS {
-                    if yields < YIELD_LOCK_YIELDS {
-                        yields += 1;
-                        #[cfg(not(loom))]
-                        std::thread::yield_now();
-                    } else {
-                        // Timed: the holder sends no wake-up.
-                        let _ = crate::sys::futex_wait(
-                            &self.word,
-                            1,
-                            Some(core::time::Duration::from_nanos(YIELD_LOCK_SLEEP_NS)),
-                        );
-                    }
-                    n = 0;
-                }
-                cpu_relax();
-            }
-            // Acquire pairs with the Release store of the last unlock.
-            if self
-                .word
-                .compare_exchange_weak(0, 1, Acquire, Relaxed)
-                .is_ok()
-            {
-                return;
-            }
-        }
-    }
-}
-
-impl Default for YieldLock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl WaitLockRaw for YieldLock {
-    const SLEEPS: bool = true;
-    #[cfg(not(loom))]
-    const INIT: Self = Self::new();
-    #[cfg(loom)]
-    fn new_unlocked() -> Self {
-        Self::new()
-    }
-    #[inline]
-    fn lock(&self) {
-        // 0 -> 1. Acquire pairs with the Release store of the last unlock.
-        if self.word.compare_exchange(0, 1, Acquire, Relaxed).is_err() {
-            self.lock_contended();
-        }
-    }
-    #[inline]
-    unsafe fn unlock(&self) {
-        // 1 -> 0. Release pairs with the Acquire CAS of the next locker.
-        self.word.store(0, Release);
-    }
-}
-
-/// The default `wait_lock`: [`YieldLock`].
-///
-/// Measured, as DESIGN §4.3 asks: 8 threads × 4,000 lock/unlock pairs on
-/// one mutex (a yield inside every 64th critical section), 2 CPUs, release
-/// build — with [`YieldLock`]: 54 ms owner-spin, 9 ms no-owner-spin; with
-/// klock's queued spinlock ([`RawQSpinLock`](crate::qspinlock::RawQSpinLock)):
-/// 42 s and 20 s. Queued waiters spin while the waiter the MCS baton was
-/// passed to is preempted, so every wait-list operation can cost a
-/// scheduler time slice. `RawMutexWith<SPIN, RawQSpinLock>` keeps the
-/// queued variant available for measurement.
-pub type WaitLock = YieldLock;
 
 /// Per-lock spin mode: follow the global switch ([`owner_spin`]).
 pub const OWNER_SPIN_GLOBAL: u8 = 0;

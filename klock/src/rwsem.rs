@@ -194,7 +194,6 @@
 //! owner word is a hint: all `Relaxed`.
 
 use crate::events::{self, Event};
-use crate::mutex::{WaitLock, WaitLockRaw};
 use crate::oncpu::{self, SpinStats};
 use crate::osq::Osq;
 use crate::spin::cpu_relax;
@@ -206,6 +205,7 @@ use crate::thread;
 use crate::waitlist::{
     futex_addr, wake_later, wake_later_n, wake_pending, AbortOnUnwind, Linked, Links, WaitList,
 };
+use crate::waitlock::{WaitLock, WaitLockRaw};
 use core::marker::PhantomData;
 use core::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::time::Duration;
