@@ -1,0 +1,99 @@
+use super::*;
+use lock_api::{RawMutex as _, RawMutexFair as _, RawMutexTimed as _};
+use std::time::Instant;
+
+#[test]
+fn word_layout() {
+    assert_eq!(FLAGS, 0b1111);
+    assert_eq!(OWNER_MASK & FLAGS, 0);
+    assert_eq!(1usize << OWNER_SHIFT, WOKEN << 1);
+    // The largest Linux tid (pid_max ≤ 2^22) fits.
+    assert_eq!(tid_of(((1usize << 22) - 1) << OWNER_SHIFT), (1 << 22) - 1);
+}
+
+#[test]
+fn lock_try_unlock() {
+    let m = RawMutex::INIT;
+    assert!(!m.is_locked());
+    let g = m.lock();
+    assert!(m.is_locked());
+    assert_eq!(m.word(), my_id());
+    assert_eq!(m.owner_tid(), Some(thread::current_tid()));
+    assert_eq!(g.owner_tid(), thread::current_tid());
+    unsafe { m.unlock(g) };
+    assert_eq!(m.word(), 0);
+    let g = m.try_lock().unwrap();
+    unsafe { m.unlock_fair(g) };
+    assert_eq!(m.word(), 0);
+    let g = m.try_lock_for(Duration::from_millis(1)).unwrap();
+    assert!(format!("{m:?}").contains("waiters: false"));
+    unsafe { m.unlock(g) };
+}
+
+#[test]
+fn try_lock_fails_when_held_elsewhere() {
+    let m = RawMutex::new();
+    let g = m.lock();
+    std::thread::scope(|s| {
+        s.spawn(|| assert!(m.try_lock().is_none()));
+    });
+    unsafe { m.unlock(g) };
+}
+
+#[test]
+fn handoff_reserved_lock_refuses_strangers() {
+    let m = RawMutex::new();
+    m.owner.store(HANDOFF | WAITERS, Relaxed);
+    assert!(m.try_lock().is_none(), "HANDOFF reserves a free lock");
+    m.owner
+        .store(((77usize) << OWNER_SHIFT) | PICKUP | WAITERS, Relaxed);
+    assert!(m.try_lock().is_none(), "PICKUP names another thread");
+    m.owner.store(my_id() | PICKUP | WAITERS, Relaxed);
+    assert!(m.try_lock_slow(my_id(), true));
+    assert_eq!(m.word(), my_id() | WAITERS);
+    m.owner.store(0, Relaxed);
+}
+
+#[test]
+fn timed_lock_times_out() {
+    let m = RawMutexWith::<NO_OWNER_SPIN>::new();
+    let g = m.lock();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let t0 = Instant::now();
+            assert!(m.try_lock_for(Duration::from_millis(20)).is_none());
+            assert!(t0.elapsed() >= Duration::from_millis(20));
+        });
+    });
+    assert_eq!(m.word(), my_id(), "the timed-out waiter left no flags");
+    unsafe { m.unlock(g) };
+}
+
+#[test]
+fn global_switch() {
+    // Read (and cache) the environment, then flip and restore.
+    let was = owner_spin();
+    set_owner_spin(!was);
+    assert_eq!(owner_spin(), !was);
+    assert_eq!(RawMutex::new().owner_spin_enabled(), !was);
+    assert!(RawMutexWith::<OWNER_SPIN>::new().owner_spin_enabled());
+    assert!(!RawMutexWith::<NO_OWNER_SPIN>::new().owner_spin_enabled());
+    set_owner_spin(was);
+}
+
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "does not own the lock")]
+fn unlock_by_non_owner_panics() {
+    let m = RawMutex::new();
+    let other = RawMutex::new();
+    std::thread::scope(|s| {
+        // The raw guard has no destructor: dropping it keeps the lock held.
+        s.spawn(|| {
+            let _held = m.lock();
+        });
+    });
+    let g = other.lock();
+    // A guard from `other`, used on `m` held by another thread.
+    unsafe { m.unlock(g) };
+}
