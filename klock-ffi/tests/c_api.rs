@@ -6,22 +6,28 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Build `libklock.so` (cargo builds only the rlib for integration tests)
-/// with this test's profile, and return its folder: the profile folder
-/// above the test executable's `deps/`.
+/// into the profile folder above this test executable's `deps/`, with
+/// that folder's profile, and return the folder.
 fn build_libklock() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(&cargo)
-        .args(["build", "-p", "klock-ffi", "--lib", "--profile", "test"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run `{cargo}`: {e}"));
-    assert!(status.success(), "cargo build -p klock-ffi --lib failed");
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("target/<profile>/deps/<test>")
         .to_path_buf();
+    // `cargo test` builds into debug/ with the test profile, `cargo test
+    // --release` into release/; a custom profile has a folder of its name.
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "test",
+        Some(name) => name,
+    };
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(["build", "-p", "klock-ffi", "--lib", "--profile", profile])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run `{cargo}`: {e}"));
+    assert!(status.success(), "cargo build -p klock-ffi --lib failed");
     assert!(
         dir.join("libklock.so").is_file(),
         "no libklock.so in {}",
