@@ -1,5 +1,5 @@
 //! Is the lock owner running? The oracle behind optimistic spinning
-//! (DESIGN §5).
+//! (docs/design.md, Instruments).
 //!
 //! The kernel spins on a mutex only while the owner is on a CPU and the
 //! spinner need not reschedule. Userspace cannot see either directly, so

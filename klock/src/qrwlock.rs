@@ -80,7 +80,7 @@
 //! # Memory ordering
 //!
 //! Every write to `cnts` is a 32-bit read-modify-write (the kernel's byte
-//! store for write unlock becomes a `fetch_sub`, DESIGN §3), so the word's
+//! store for write unlock becomes a `fetch_sub`, one access size per word: docs/design.md, Building blocks), so the word's
 //! modification order is one release sequence: an acquire read of any value
 //! synchronises with every release RMW (every unlock) before it. Each
 //! `Acquire`/`Release` below says what it pairs with.

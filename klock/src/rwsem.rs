@@ -1,5 +1,5 @@
 //! Read-write semaphore with reader optimistic spinning and its adaptive
-//! disabling (the 2019 rwsem series, DESIGN §4.4).
+//! disabling (the 2019 rwsem series, docs/design.md, section 4).
 //!
 //! Both writers and readers **spin** (under the [`Osq`]) while a running
 //! writer holds the lock; a writer also spins for a short, bounded time

@@ -1,6 +1,6 @@
 //! Is owner spinning paying on this lock? A per-lock A/B test of spinning
 //! against sleeping, re-run every 250 ms to 2 s (a userspace addition to
-//! the mutex of DESIGN §4.3).
+//! the mutex of docs/design.md, section 3).
 //!
 //! The kernel spins on a running owner because the spinner gets the lock
 //! sooner than a sleeper could be woken. With more threads than CPUs that

@@ -169,7 +169,7 @@ impl WaitLockRaw for YieldLock {
 
 /// The default `wait_lock`: [`YieldLock`].
 ///
-/// Measured, as DESIGN §4.3 asks: 8 threads × 4,000 lock/unlock pairs on
+/// Measured, as the design asks of the wait-list lock: 8 threads × 4,000 lock/unlock pairs on
 /// one mutex (a yield inside every 64th critical section), 2 CPUs, release
 /// build — with [`YieldLock`]: 54 ms owner-spin, 9 ms no-owner-spin; with
 /// klock's queued spinlock ([`RawQSpinLock`](crate::qspinlock::RawQSpinLock)):

@@ -403,7 +403,7 @@ fn broken_relaxed_handoff_is_caught() {
     );
 }
 
-/// "Undo pending and retry the trylock" (the step-4 variant DESIGN forbids)
+/// "Undo pending and retry the trylock" (the step-4 variant the design forbids)
 /// is a *liveness* bug, not a safety one: when the pending-setter's bit made
 /// the head's final CAS fail, the head holds the lock and waits for a
 /// successor, and the pending-setter waits for a free lock. No data race

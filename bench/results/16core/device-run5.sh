@@ -1,5 +1,5 @@
 #!/bin/bash
-# Device run 5: issue 4's 2-core goal, settled with 10 runs: mutex vs mutex-nospin vs parking_lot at 16 threads on 2 CPUs.
+# Run 5: the 2-core case, settled with 10 runs: mutex vs mutex-nospin vs parking_lot at 16 threads on 2 CPUs.
 B=$PWD/.dev/klock
 R=/tmp/r5; mkdir -p $R
 echo "klock rev $(cat .dev/REV)" > $R/uptime.txt; uptime >> $R/uptime.txt

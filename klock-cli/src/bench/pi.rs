@@ -611,7 +611,7 @@ pub fn runner<L: BenchLock>() -> Option<Runner> {
 
 // ---------------------------------------------------------------- results
 
-/// A pi result: the common row (DESIGN §6 contract; `threads` = 3 × groups,
+/// A pi result: the common row (the JSON contract in docs/bench.md; `threads` = 3 × groups,
 /// `kops_*` = thousands of inversions per second over windows,
 /// `per_thread_*` = inversions per group) plus pi_stress's own fields.
 #[derive(Debug, Clone, Serialize)]

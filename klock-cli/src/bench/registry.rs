@@ -284,7 +284,7 @@ pub fn all() -> Vec<LockEntry> {
             "klock-rtmutex",
             "top-waiter-spin-kernel-wait",
             false,
-            "klock::RtMutex, top-waiter spinning but every other waiter queued in the kernel (DESIGN 4.5 as written)"
+            "klock::RtMutex, top-waiter spinning but every other waiter queued in the kernel (as docs/design.md describes the kernel's)"
         ),
         entry!(
             RtNoSpin,

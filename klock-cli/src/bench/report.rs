@@ -1,4 +1,4 @@
-//! Results: aggregation over runs, the JSON contract (DESIGN.md §6), the
+//! Results: aggregation over runs, the JSON contract (docs/bench.md), the
 //! kernel-style tables, and the SVG plot.
 
 use super::stats::{hmean, mean, median, min_mean_max, stddev};

@@ -1,5 +1,5 @@
 //! `klock torture`: the kernel's locktorture for klock's locks and their
-//! peers (DESIGN.md §8).
+//! peers (docs/torture.md).
 //!
 //! Writer (and, for reader-writer types, reader) threads hammer one lock
 //! with random short delays, yields and sleeps inside and outside the

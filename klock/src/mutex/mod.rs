@@ -1,5 +1,5 @@
 //! Mutex with optimistic spinning on a running owner (the 2009 "adaptive
-//! spinning" mutex, DESIGN §4.3).
+//! spinning" mutex, docs/design.md, section 3).
 //!
 //! A contended locker first **spins** — but only while that makes sense:
 //! while the owner is unchanged and running ([`oncpu`]
@@ -185,7 +185,7 @@ pub const OWNER_SPIN: u8 = 1;
 /// Per-lock spin mode: never spin, go to sleep (kernel `NO_OWNER_SPIN`).
 pub const NO_OWNER_SPIN: u8 = 2;
 /// Per-lock spin mode: always spin on a running owner, never test whether
-/// it pays (the kernel's `OWNER_SPIN` exactly, DESIGN §4.3).
+/// it pays (the kernel's `OWNER_SPIN` exactly, docs/design.md, section 3).
 pub const OWNER_SPIN_FIXED: u8 = 3;
 
 pub use crate::oncpu::MAX_OWNER_BUDGETS;

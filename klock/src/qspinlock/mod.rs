@@ -78,7 +78,7 @@
 //! # Memory ordering
 //!
 //! Every write to the lock word is a 32-bit read-modify-write (never a plain
-//! store, never a sub-word access: DESIGN §3) — except the x86-64 unlock,
+//! store, never a sub-word access: one access size per word: docs/design.md, Building blocks) — except the x86-64 unlock,
 //! a byte store of the locked byte (see `raw_unlock`), which x86 orders as
 //! a release store coherent with those RMWs. So the word's modification
 //! order is one unbroken release sequence: an acquire read of any value
@@ -526,7 +526,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         unsafe { unlock::unlock_plain(&self.word) }
     }
 
-    /// The portable unlock: a 32-bit `fetch_sub` (DESIGN §3: one access size
+    /// The portable unlock: a 32-bit `fetch_sub` (one access size
     /// per word). Used on every architecture but x86-64 and under loom;
     /// public (hidden) so `klock bench` can measure what the x86 byte store
     /// saves.
@@ -593,7 +593,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         self.raw_try_lock().then_some(0)
     }
 
-    /// Steps 1–6 of DESIGN §4.1: the pending path, or off to the queue.
+    /// Steps 1–6 of docs/design.md, section 1: the pending path, or off to the queue.
     #[cold]
     #[inline(never)]
     fn lock_slow<const MODE: u8>(&self, mut val: u32) {

@@ -1,5 +1,5 @@
 //! Priority-inheritance mutex with userspace top-waiter spinning (the 2016
-//! "rtmutex: reduce top-waiter blocking" patch, DESIGN §4.5).
+//! "rtmutex: reduce top-waiter blocking" patch, docs/design.md, section 5).
 //!
 //! Real priority inheritance needs the kernel: only it can boost the
 //! owner's scheduling priority while a higher-priority thread waits. The
