@@ -1,5 +1,5 @@
 #!/bin/bash
-# Device run 1: machine facts, mutex (16 CPUs and pinned to 2), pi-throughput, pi, ctxswitch.
+# Run 1: machine facts, mutex (16 CPUs and pinned to 2), pi-throughput, pi, ctxswitch.
 B=$PWD/.dev/klock
 R=/tmp/r1; mkdir -p $R
 export KLOCK_JSON_NOTE="device"

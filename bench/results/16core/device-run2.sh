@@ -1,5 +1,5 @@
 #!/bin/bash
-# Device run 2: rwsem group, rwlock, spinlock + uncontended, treelock (16 CPUs).
+# Run 2: rwsem group, rwlock, spinlock + uncontended, treelock (16 CPUs).
 B=$PWD/.dev/klock
 R=/tmp/r2; mkdir -p $R
 uptime > $R/uptime.txt

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Device run 3: rwsem-pagefault and treelock (cut short in run 2), pi from the root cgroup.
+# Run 3: rwsem-pagefault and treelock (cut short in run 2), pi from the root cgroup.
 B=$PWD/.dev/klock
 R=/tmp/r3; mkdir -p $R
 uptime > $R/uptime.txt

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Device run 4: after the rtmutex userspace-wait change: pi-throughput (16 CPUs), pi (root cgroup),
+# Run 4: after the rtmutex userspace-wait change: pi-throughput (16 CPUs), pi (root cgroup),
 # mutex pinned to 2 CPUs at 8/16/32 threads with more runs (the 2-CPU shape on a quiet machine).
 B=$PWD/.dev/klock
 R=/tmp/r4; mkdir -p $R

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Device run 6: does owner spinning win on 16 CPUs when the critical section is longer (2 us busy work, 2 us outside)?
+# Run 6: does owner spinning win on 16 CPUs when the critical section is longer (2 us busy work, 2 us outside)?
 B=$PWD/.dev/klock
 R=/tmp/r6; mkdir -p $R
 echo "klock rev $(cat .dev/REV)" > $R/uptime.txt; uptime >> $R/uptime.txt
