@@ -1,0 +1,110 @@
+use super::*;
+use lock_api::RawMutex;
+
+#[test]
+fn four_bytes() {
+    assert_eq!(core::mem::size_of::<RawQSpinLock>(), 4);
+    assert_eq!(core::mem::size_of::<RawQSpinLockWith<0>>(), 4);
+    assert_eq!(core::mem::align_of::<RawQSpinLock>(), 4);
+    assert_eq!(core::mem::size_of::<crate::SpinLock<()>>(), 4);
+}
+
+#[test]
+fn tail_round_trips() {
+    for (i, l) in [(1, 0), (1, 3), (MAX_THREADS, 0), (MAX_THREADS, 3), (77, 2)] {
+        let t = encode_tail(i, l);
+        assert_ne!(t, 0);
+        assert_eq!(t & LOCKED_PENDING_MASK, 0);
+        assert_eq!(decode_tail(t), (i, l));
+    }
+    assert_eq!(
+        PENDING_TO_LOCKED.wrapping_add(encode_tail(9, 1) | PENDING),
+        encode_tail(9, 1) | LOCKED
+    );
+}
+
+#[test]
+fn lock_try_lock_unlock() {
+    let l = RawQSpinLock::INIT;
+    assert!(!l.is_locked());
+    let g = l.lock();
+    assert!(l.is_locked());
+    assert_eq!(l.word(), LOCKED);
+    assert!(l.try_lock().is_none());
+    unsafe { l.unlock(g) };
+    assert!(!l.is_locked());
+    assert_eq!(l.word(), 0);
+    let g = l.try_lock().expect("free lock");
+    assert!(l.is_locked());
+    unsafe { l.unlock(g) };
+    assert_eq!(l.word(), 0);
+    assert!(format!("{l:?}").contains("locked: 0"));
+}
+
+#[test]
+fn mutex_wrapper() {
+    let m = crate::SpinLock::new(5u64);
+    *m.lock() += 1;
+    assert_eq!(*m.lock(), 6);
+    assert!(m.try_lock().is_some());
+    let g = m.lock();
+    assert!(m.try_lock().is_none());
+    drop(g);
+    assert_eq!(m.into_inner(), 6);
+}
+
+/// Two threads: the second locker takes the pending path.
+#[test]
+fn contended_lock_is_exclusive_and_counted() {
+    let _serial = crate::events::TEST_SERIAL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let before = events::snapshot(events::LockType::QSpinLock);
+    let lock = RawQSpinLock::new();
+    let sum = std::sync::atomic::AtomicU64::new(0);
+    let inside = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..20_000 {
+                    lock.raw_lock();
+                    assert!(!inside.swap(true, Relaxed));
+                    let v = sum.load(Relaxed);
+                    sum.store(v + 1, Relaxed);
+                    inside.store(false, Relaxed);
+                    unsafe { lock.raw_unlock() };
+                }
+            });
+        }
+    });
+    assert_eq!(sum.into_inner(), 40_000);
+    assert_eq!(lock.word(), 0);
+
+    // Deterministic: the pending path. A holds; B must take pending
+    // (the native lock: the paravirt one bounds that wait and queues).
+    let lock = RawQSpinLockNative::new();
+    lock.raw_lock();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            lock.raw_lock();
+            unsafe { lock.raw_unlock() };
+        });
+        while lock.word() & PENDING == 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(lock.word(), PENDING | LOCKED);
+        unsafe { lock.raw_unlock() };
+    });
+    assert_eq!(lock.word(), 0);
+    let after = events::snapshot(events::LockType::QSpinLock);
+    let delta = |name: &str| {
+        let a = after.iter().find(|(n, _)| *n == name).unwrap().1;
+        let b = before.iter().find(|(n, _)| *n == name).unwrap().1;
+        a - b
+    };
+    if events::enabled() {
+        assert!(delta("lock_pending") >= 1, "{after:?}");
+    } else {
+        assert!(after.iter().all(|&(_, v)| v == 0));
+    }
+}

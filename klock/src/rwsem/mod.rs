@@ -1,0 +1,1022 @@
+//! Read-write semaphore with reader optimistic spinning and its adaptive
+//! disabling (the 2019 rwsem series, docs/design.md, section 4).
+//!
+//! Both writers and readers **spin** (under the [`Osq`]) while a running
+//! writer holds the lock; a writer also spins for a short, bounded time
+//! on a **reader-owned** lock ([`rspin_threshold_ns`]: `10 + readers/2`
+//! µs, at most 25 µs). When that time runs out the writer marks the lock
+//! **nonspinnable** — and, with *adaptive disabling*, reader spinning on
+//! this lock stays off (the reader-nonspinnable bit is carried from owner
+//! to owner) until a writer takes the lock in its fast path. Reader
+//! spinning helps short read sections; long or crowded ones starve
+//! writers, and this is how the lock notices.
+//!
+//! When spinning does not make sense, lockers **sleep** in one FIFO wait
+//! list: writers each on their own futex word, readers on one word of the
+//! lock that a grant bumps, so that one `FUTEX_WAKE` wakes the readers it
+//! granted. One wake-up per reader was slower: each woken reader could
+//! preempt its waker before the rest were woken (inferred: involuntary
+//! context switches fell from about 53 k to 11 k per run at 32 threads
+//! in `rwsem-pagefault` when the group wake-up replaced them).
+//! A wake-up of readers takes all
+//! queued readers (skipping writers, at most [`MAX_READERS_WAKEUP`]) and
+//! unlinks them. If the first of them has waited [`reader_grant_ns`]
+//! (default: the hand-off bound, 4 ms) or asked for a hand-off, it
+//! *grants* them the lock (adds their reader counts on their behalf, the
+//! kernel's `rwsem_mark_wake`): a woken reader returns owning it. Before
+//! that it only wakes them to **compete** for it: each probes the lock
+//! (past `WAITERS`, never past a writer or a hand-off) and, beaten by a
+//! writer, queues again with its first queueing time. A granted reader
+//! owns the lock from the grant until the scheduler has run it; with more
+//! threads than CPUs that took about 30 µs a reader in `rwsem-pagefault`
+//! at 16 threads on 2 CPUs, during which the lock was held by threads
+//! that were not running and every other locker queued behind them (see
+//! `docs/locks/rwsem.md`). Writers
+//! are woken one at a time, in queue order, and take the lock themselves.
+//! A first waiter that has waited longer than [`wait_timeout_ns`] sets
+//! `HANDOFF`: from then on only it may take the lock.
+//!
+//! **Grant at write unlock.** A write unlock that finds `WAITERS` and a
+//! reader at the front (the `front_reader` hint) goes under `wait_lock`
+//! while still holding the lock: its release and the readers' grant are
+//! one CAS, so the lock never falls free and no writer can slip in before
+//! them. With a writer at the front it releases, then wakes that writer.
+//! Writers may steal the lock from a *writer* at the front; readers queued
+//! behind it wait for its hand-off (the kernel's policy) unless the
+//! optional reader wait bound ([`reader_wait_ns`], off by default) lets the
+//! next write unlock grant them past it.
+//!
+//! **Reader lock stealing** (`RSPIN = `[`STEAL`]; mainline's later design,
+//! which replaced reader spinning): readers never spin. A reader whose
+//! fast path failed takes the lock anyway if neither a writer nor another
+//! reader holds it and no hand-off is pending (the `read steal` line
+//! below), even with waiters queued; the first reader of the phase then
+//! grants the readers at the front of the queue. It does not steal into a
+//! read phase, so a stream of readers cannot starve a queued writer.
+//! Otherwise it queues as above. Writers are unchanged.
+//!
+//! # The count word (64 bits)
+//!
+//! ```text
+//!  63          62 ..................... 8   7 .. 4    3            2         1         0
+//! +-------------+--------------------------+-------+--------------+---------+---------+---------------+
+//! | READ_FAILED |   reader count           |   0   | WRITER_WOKEN | HANDOFF | WAITERS | WRITER_LOCKED |
+//! +-------------+--------------------------+-------+--------------+---------+---------+---------------+
+//! ```
+//!
+//! * [`WRITER_LOCKED`]: a writer holds the lock.
+//! * [`WAITERS`]: the wait list is non-empty (unlock must look at it).
+//!   Invariant: whenever a thread holds `wait_lock` and the list is
+//!   non-empty, `WAITERS` is set.
+//! * [`HANDOFF`]: the first waiter has waited too long; nobody but it (a
+//!   writer) or a grant to it (readers) may take the lock.
+//! * [`WRITER_WOKEN`]: the writer at the front was woken and has not yet
+//!   looked at the lock again; unlocks leave it alone instead of taking
+//!   `wait_lock` to wake it a second time (it drops the bit with an RMW
+//!   before its trylock, so an unlock after that wakes it). With many
+//!   threads, readers backing out of a failed fast path each took
+//!   `wait_lock` to wake that writer again: about a quarter of
+//!   `rwsem-rate`'s samples at 16 threads.
+//! * reader count, in units of [`READER_BIAS`]: readers holding the lock,
+//!   plus readers briefly probing it (a probe that fails backs out).
+//! * [`READ_FAILED`]: the reader count overflowed into the top bit; read
+//!   attempts that see it fail (a guard, never reached in practice).
+//!
+//! # The owner word (a hint)
+//!
+//! ```text
+//!  63 (or 31)                          3         2                 1                0
+//! +------------------------------------+-----------------+-----------------+--------------+
+//! |  tid of the owning writer, or of a | WR_NONSPINNABLE | RD_NONSPINNABLE | READER_OWNED |
+//! |  recent reader (0 = none)          |                 |                 |              |
+//! +------------------------------------+-----------------+-----------------+--------------+
+//! ```
+//!
+//! Spinners read it to find the writer to watch and whether they may
+//! spin; the lock itself is the count word alone. A reader tid stays
+//! there after the reader left (a stale hint, as in the kernel).
+//!
+//! # State transitions of `count`
+//!
+//! `(readers, WRITER_LOCKED, flags)`; `F` any flags, `W` = `WAITERS`.
+//!
+//! ```text
+//! read fast       (r, 0, -)        -> (r+1, 0, -)        fetch_add, acquire; fails (backs out)
+//!                                                        on WRITER_LOCKED|WAITERS|HANDOFF|READ_FAILED
+//! read probe      (r, 0, F)        -> (r+1, 0, F)        fetch_add, acquire (spinners, phase join,
+//!                                                        empty list); fails on WRITER_LOCKED|HANDOFF
+//! read steal      (0, 0, F-HANDOFF) -> (1, 0, F)         STEAL mode: a probe tried only when the
+//!                                                        count showed no readers; fails (backs
+//!                                                        out) on WRITER_LOCKED|HANDOFF|READ_FAILED
+//!                                                        or other readers; if W, grant the
+//!                                                        front readers (under wait_lock)
+//! read grant      (r, 0, F)        -> (r+n, 0, F-HANDOFF[-W if list empties])
+//!                                                        CAS under wait_lock, acquire, for n queued readers
+//!                                                        that waited reader_grant_ns (or HANDOFF)
+//! read wake       (r, 0, F)        -> (r, 0, F[-W if list empties])
+//!                                                        under wait_lock, relaxed: n younger readers
+//!                                                        unlinked and woken; each then probes
+//! read unlock     (r, 0, F)        -> (r-1, 0, F)        fetch_sub, release; (0,0,W) without
+//!                                                        WRITER_WOKEN: wake front
+//! write fast      (0, 0, -)        -> (0, 1, -)          CAS, acquire
+//! write try       (0, 0, F)        -> (0, 1, F-HANDOFF)  CAS, acquire; not if HANDOFF unless we are
+//!                                                        the first waiter
+//! write unlock    (0, 1, F-W)      -> (0, 0, F)          CAS, release (only while W is clear)
+//! write unlock    (0, 1, F|W)      -> (n, 0, F-HANDOFF[-W if list empties])
+//!   + grant                                              under wait_lock, one CAS, release: readers
+//!                                                        at the front, or behind a front writer
+//!                                                        after reader_wait_ns (no HANDOFF set)
+//! write unlock    (0, 1, F|W)      -> (0, 0, F[-W if list empties])
+//!   + wake                                               as the grant, for readers at the front
+//!                                                        that have not waited reader_grant_ns
+//! write unlock    (0, 1, F|W)      -> (0, 0, F|W)        fetch_sub, release; a writer at the
+//!   + wake                                               front: wake it (under wait_lock) if free
+//! downgrade       (0, 1, F)        -> (1, 0, F)          fetch_add, release; W: grant front readers
+//! queue / leave   (.., F)          -> (.., F|W) / (.., F-W-HANDOFF-WOKEN)   under wait_lock, relaxed
+//! wake writer     (.., F|W)        -> (.., F|W|WOKEN)    under wait_lock, relaxed; the woken
+//!                                                        writer clears it (RMW) before its trylock
+//! hand-off req.   (.., F)          -> (.., F|HANDOFF)    under wait_lock, relaxed
+//! ```
+//!
+//! # The nonspinnable bits (owner word)
+//!
+//! * **Set** (both bits, one CAS) by a writer whose time-based spin on a
+//!   reader-owned lock ran out — only while the owner word says
+//!   `READER_OWNED` and the count shows readers and no writer.
+//! * `WR_NONSPINNABLE`: writers do not spin. Lives for one read phase:
+//!   every new owner value drops it (readers keep only `RD_NONSPINNABLE`).
+//! * `RD_NONSPINNABLE`: readers do not spin (they queue; writers become
+//!   preferred). With **adaptive disabling** on:
+//!   - a writer that saw `WR_NONSPINNABLE` after failing to spin sets
+//!     `RD_NONSPINNABLE` once it gets the lock (slow path);
+//!   - a reader that saw `RD_NONSPINNABLE` at slow-path entry sets it
+//!     again when it gets the lock through the wake-up path (grant);
+//!   - the bit is **cleared** only when a writer takes the lock in its fast
+//!     path (or `try_lock`), or when a slow-path locker (a writer, or the
+//!     first reader of a granted group) did not see it. Readers taking the
+//!     lock any other way, and write unlocks, keep it.
+//!
+//!   With adaptive disabling off the bits still stop spinning for the
+//!   read phase that set them, but no locker carries `RD_NONSPINNABLE`
+//!   over to the next owner (the 2019 mail's "before patch" column).
+//!
+//! # Slow paths
+//!
+//! *Read*: note the owner word (reader hint, `RD_NONSPINNABLE`). If reader
+//! spinning is on for this lock and the bit is clear: spin (OSQ) while a
+//! running writer holds it, take it when it turns reader-owned or free;
+//! after taking it, grant the queued readers at the front so they join
+//! this read phase. If spinning failed: **phase-fair join** — if another
+//! reader took the lock since we arrived (the reader hint changed) and it
+//! is still reader-owned, probe it. Else queue: under `wait_lock`, take
+//! it at once if the list is empty and no writer holds it; else append,
+//! set `WAITERS` if first, wake the front if no writer holds the lock, and
+//! sleep until granted.
+//!
+//! *Write*: trylock; spin (OSQ) on a running writer or, time-bounded, on
+//! readers; else queue like the mutex: under `wait_lock` re-arm, trylock
+//! (the first waiter may take a `HANDOFF`-reserved lock), sleep; the
+//! first waiter sets `HANDOFF` after [`wait_timeout_ns`] and, once woken,
+//! spins on a writer owner without the OSQ.
+//!
+//! # Memory ordering
+//!
+//! The count word is the lock: acquiring RMWs are `Acquire`, releasing
+//! ones `Release` (the write unlock's release-and-grant CAS is `Release`:
+//! the unlocking writer already synchronised with every earlier holder), and **every write to it is an RMW**, so each release
+//! heads a release sequence that later flag RMWs and reader probes do not
+//! break (an acquirer synchronises with every earlier releaser). Flag
+//! RMWs and probe back-outs are `Relaxed`: they are ordered with unlocks
+//! by the word's modification order, and the list they describe is
+//! protected by `wait_lock`. A granted reader synchronises with its
+//! granter through its state word (`Release` swap / `Acquire` load); the
+//! granter's `Acquire` grant CAS synchronised with the last writer. The
+//! owner word is a hint: all `Relaxed`.
+
+use crate::oncpu::SpinStats;
+use crate::osq::Osq;
+use crate::switch::Switch;
+use crate::sync::Ordering::{Acquire, Relaxed, Release};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, UnsafeCell};
+#[cfg(not(loom))]
+use crate::sys;
+use crate::thread;
+use crate::waitlist::{Linked, Links, WaitList};
+use crate::waitlock::{WaitLock, WaitLockRaw};
+use core::marker::PhantomData;
+use core::sync::atomic::AtomicU64 as StdAtomicU64;
+#[cfg(not(loom))]
+use std::time::Duration;
+
+#[cfg(loom)]
+mod loom_probe;
+mod read;
+mod spin;
+#[cfg(all(test, not(loom)))]
+mod tests;
+mod wait;
+mod write;
+
+#[cfg(loom)]
+pub use loom_probe::Probe;
+
+// ---- count word ----
+/// Count word: a writer holds the lock.
+pub const WRITER_LOCKED: u64 = 1 << 0;
+/// Count word: the wait list is non-empty.
+pub const WAITERS: u64 = 1 << 1;
+/// Count word: the first waiter demands the lock.
+pub const HANDOFF: u64 = 1 << 2;
+/// Count word: the writer at the front of the queue has been woken and
+/// has not yet looked at the lock again, so unlocks need not wake it
+/// (set by its waker and cleared by that writer, under `wait_lock`).
+pub const WRITER_WOKEN: u64 = 1 << 3;
+/// An unlock leaving the count at exactly `WAITERS` under this mask wakes
+/// the front waiter.
+const WAKE_MASK: u64 = READER_MASK | WRITER_LOCKED | WAITERS | WRITER_WOKEN;
+/// Position of the reader count.
+pub const READER_SHIFT: u32 = 8;
+/// One reader.
+pub const READER_BIAS: u64 = 1 << READER_SHIFT;
+/// Count word: reader count overflow guard.
+pub const READ_FAILED: u64 = 1 << 63;
+/// Mask of the reader count (bits 8..=62).
+pub const READER_MASK: u64 = !(READER_BIAS - 1) & !READ_FAILED;
+/// A read fast path fails if any of these was set.
+pub const READ_FAILED_MASK: u64 = WRITER_LOCKED | WAITERS | HANDOFF | READ_FAILED;
+
+// ---- owner word ----
+/// Owner word: the lock is (or was last) owned by readers; the tid is a
+/// hint naming one of them.
+pub const READER_OWNED: usize = 1 << 0;
+/// Owner word: readers must not spin.
+pub const RD_NONSPINNABLE: usize = 1 << 1;
+/// Owner word: writers must not spin.
+pub const WR_NONSPINNABLE: usize = 1 << 2;
+/// Both nonspinnable bits.
+pub const NONSPINNABLE: usize = RD_NONSPINNABLE | WR_NONSPINNABLE;
+/// All owner flag bits.
+pub const OWNER_FLAGS: usize = READER_OWNED | NONSPINNABLE;
+/// The tid sits above the flags.
+pub const OWNER_SHIFT: u32 = 3;
+/// Mask of the tid field.
+pub const OWNER_MASK: usize = !OWNER_FLAGS;
+
+/// At most this many readers are granted the lock by one wake-up.
+pub const MAX_READERS_WAKEUP: u64 = 256;
+/// Reader-owned spin threshold: base.
+pub const RSPIN_BASE_NS: u64 = 10_000;
+/// Reader-owned spin threshold: per reader holding the lock.
+pub const RSPIN_PER_READER_NS: u64 = 500;
+/// Reader-owned spin threshold: cap.
+pub const RSPIN_MAX_NS: u64 = 25_000;
+/// Default for [`wait_timeout_ns`]: 4 ms (the kernel's `RWSEM_WAIT_TIMEOUT`
+/// order of magnitude).
+pub const DEFAULT_WAIT_TIMEOUT_NS: u64 = 4_000_000;
+/// Default for [`reader_wait_ns`]: no bound (`u64::MAX`), the kernel's
+/// policy: readers queued behind a writer wait for that writer, whose own
+/// hand-off bounds the wait. A finite bound makes the rwsem fairer to
+/// readers at a large cost in throughput (see `docs/locks/rwsem.md`).
+pub const DEFAULT_READER_WAIT_NS: u64 = u64::MAX;
+/// Default for [`reader_grant_ns`]: readers at the front of the queue are
+/// woken to compete for the lock until they have waited the hand-off bound
+/// ([`DEFAULT_WAIT_TIMEOUT_NS`]); then they are granted it. Under loom, 0
+/// (always grant: the models of the grant keep their meaning; the models
+/// of the competing wake-up set their lock's bound).
+pub const DEFAULT_READER_GRANT_NS: u64 = if cfg!(loom) {
+    0
+} else {
+    DEFAULT_WAIT_TIMEOUT_NS
+};
+pub use crate::oncpu::MAX_OWNER_BUDGETS;
+
+/// Per-lock switch value: follow the global switch.
+pub const GLOBAL: u8 = 0;
+/// Per-lock switch value: on.
+pub const ON: u8 = 1;
+/// Per-lock switch value: off.
+pub const OFF: u8 = 2;
+/// Per-lock `RSPIN` value only: readers do not spin; they steal the lock
+/// when no writer and no other reader holds it (module docs, "Reader lock
+/// stealing"). The global switch has no such setting.
+pub const STEAL: u8 = 3;
+
+/// How long a writer may spin on a lock held by `readers` readers before
+/// it marks the lock nonspinnable: `(10 + readers/2)` µs, at most 25 µs.
+/// (Under loom: 3 µs, i.e. three clock readings.)
+#[inline]
+pub fn rspin_threshold_ns(readers: u64) -> u64 {
+    if cfg!(loom) {
+        3_000
+    } else {
+        RSPIN_BASE_NS
+            .saturating_add(readers.saturating_mul(RSPIN_PER_READER_NS))
+            .min(RSPIN_MAX_NS)
+    }
+}
+
+// ---- global switches (configuration, not synchronisation: std atomics) ----
+static GLOBAL_RSPIN: Switch = Switch::new("KLOCK_RWSEM_RSPIN");
+static GLOBAL_ADAPTIVE: Switch = Switch::new("KLOCK_RWSEM_ADAPTIVE");
+static WAIT_TIMEOUT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_WAIT_TIMEOUT_NS);
+static READER_WAIT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_READER_WAIT_NS);
+static READER_WAIT_ENV: std::sync::Once = std::sync::Once::new();
+static READER_GRANT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_READER_GRANT_NS);
+
+/// The global reader-spinning switch, for locks whose `RSPIN` is
+/// [`GLOBAL`] (the default [`crate::RwSem`]). On unless
+/// `KLOCK_RWSEM_RSPIN=0` (read once) or [`set_reader_spin`]`(false)`.
+#[inline]
+pub fn reader_spin() -> bool {
+    GLOBAL_RSPIN.get()
+}
+
+/// Turn reader optimistic spinning on or off for locks following the
+/// global switch. Takes effect at the next slow-path read lock.
+pub fn set_reader_spin(on: bool) {
+    GLOBAL_RSPIN.set(on);
+}
+
+/// The global adaptive-disabling switch, for locks whose `ADAPTIVE` is
+/// [`GLOBAL`]. On unless `KLOCK_RWSEM_ADAPTIVE=0` (read once) or
+/// [`set_adaptive`]`(false)`.
+#[inline]
+pub fn adaptive() -> bool {
+    GLOBAL_ADAPTIVE.get()
+}
+
+/// Turn adaptive disabling of reader spinning on or off for locks
+/// following the global switch.
+pub fn set_adaptive(on: bool) {
+    GLOBAL_ADAPTIVE.set(on);
+}
+
+/// How long (ns) a first waiter waits before it demands a hand-off.
+pub fn wait_timeout_ns() -> u64 {
+    WAIT_TIMEOUT.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// Set the hand-off bound (ns) for all rw-semaphores. 0: every first
+/// waiter demands the lock at once.
+pub fn set_wait_timeout_ns(ns: u64) {
+    WAIT_TIMEOUT.store(ns, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// The reader wait bound (ns): readers queued behind a writer at the
+/// front of the wait list that have waited this long (or
+/// [`wait_timeout_ns`], if shorter) are granted the lock by the next write
+/// unlock, past that writer. Writers stealing the lock from the front
+/// writer cannot starve them longer.
+///
+/// Default [`DEFAULT_READER_WAIT_NS`], or `KLOCK_RWSEM_READER_WAIT_NS`
+/// (read once, at the first call; `max` = no bound) unless
+/// [`set_reader_wait_ns`] was called first.
+pub fn reader_wait_ns() -> u64 {
+    READER_WAIT_ENV.call_once(|| {
+        if let Some(ns) = crate::config::env_ns("KLOCK_RWSEM_READER_WAIT_NS") {
+            READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    READER_WAIT.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// Set the reader wait bound (ns) for all rw-semaphores: smaller is fairer
+/// to readers and costs writer throughput (each grant starts a read phase
+/// that writers wait out); `u64::MAX` leaves readers behind a writer to
+/// that writer's own hand-off ([`wait_timeout_ns`]).
+pub fn set_reader_wait_ns(ns: u64) {
+    READER_WAIT_ENV.call_once(|| {});
+    READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// The reader grant bound (ns): a wake-up of readers at the front of the
+/// queue *grants* them the lock (they return owning it, the kernel's
+/// `rwsem_mark_wake`) once the first of them has waited this long, or has
+/// requested a hand-off; before that it only wakes them (unlinked) to
+/// compete for it. A granted reader owns the lock from the grant until it
+/// has run and unlocked, however long the scheduler takes to run it; with
+/// more threads than CPUs that wait dominated (see `docs/locks/rwsem.md`). `0`: always
+/// grant (the kernel's policy); `u64::MAX`: grant only on a hand-off.
+pub fn reader_grant_ns() -> u64 {
+    READER_GRANT.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// Set the reader grant bound (ns) for all rw-semaphores (see
+/// [`reader_grant_ns`]).
+pub fn set_reader_grant_ns(ns: u64) {
+    READER_GRANT.store(ns, core::sync::atomic::Ordering::Relaxed);
+}
+
+#[inline(always)]
+fn my_id() -> usize {
+    (thread::current_tid() as usize) << OWNER_SHIFT
+}
+
+#[inline(always)]
+fn tid_of(owner: usize) -> u32 {
+    (owner >> OWNER_SHIFT) as u32
+}
+
+#[inline(always)]
+fn readers_of(count: u64) -> u64 {
+    (count & READER_MASK) >> READER_SHIFT
+}
+
+/// Guard state of a write-locked [`RawRwSemWith`]: the writer identity
+/// (so unlock needs no thread-local lookup). Not `Send`.
+#[derive(Debug)]
+pub struct WriteGuard {
+    id: usize,
+    _not_send: PhantomData<*mut ()>,
+}
+
+// SAFETY: no shared state; `Sync` only lets `&Guard` be shared, as
+// `GuardNoSend` does.
+unsafe impl Sync for WriteGuard {}
+
+impl WriteGuard {
+    #[inline(always)]
+    fn new(id: usize) -> Self {
+        Self {
+            id,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The writer's tid.
+    pub fn owner_tid(&self) -> u32 {
+        tid_of(self.id)
+    }
+}
+
+/// Guard state of a read-locked [`RawRwSemWith`] (nothing). Not `Send`.
+pub type ReadGuard = lock_api::GuardNoSend;
+
+// Waiter states (its futex word).
+/// Running, or about to re-check.
+const W_WAITING: u32 = 0;
+/// Asleep (or about to sleep) in `FUTEX_WAIT`.
+const W_PARKED: u32 = 1;
+/// A writer woken to retry.
+const W_WOKEN: u32 = 2;
+/// A reader granted the lock (and unlinked) by a waker.
+const W_GRANTED: u32 = 3;
+/// A reader unlinked and woken by a waker to compete for the lock (not
+/// granted it: see [`reader_grant_ns`]).
+const W_RETRY: u32 = 4;
+
+/// What a queued reader's wait ended with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReadWait {
+    /// Granted: it owns the lock.
+    Granted,
+    /// Woken (and unlinked) to compete for the lock.
+    Retry,
+    /// Its deadline passed (it left the queue).
+    TimedOut,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Reader,
+    Writer,
+}
+
+/// A sleeping locker, on its own stack, linked into the wait list. Links
+/// are protected by `wait_lock`.
+struct Waiter {
+    state: AtomicU32,
+    links: Links<Waiter>,
+    id: usize,
+    role: Role,
+    /// Reader: it saw `RD_NONSPINNABLE` at slow-path entry.
+    saw_rd: bool,
+    /// When it queued (reader hand-off requests).
+    since: u64,
+    /// Loom only: the waiter's thread, unparked by wakers (see `park`).
+    #[cfg(loom)]
+    thread: loom::thread::Thread,
+}
+
+impl Linked for Waiter {
+    fn links(&self) -> &Links<Self> {
+        &self.links
+    }
+}
+
+/// The kernel's rw-semaphore with reader optimistic spinning. `RSPIN`:
+/// reader spinning ([`GLOBAL`], [`ON`], [`OFF`]); `ADAPTIVE`: adaptive
+/// disabling of reader spinning (same values); `W`: the lock guarding the
+/// wait list. Use it through [`crate::RwSem`] or [`crate::RwSemWith`].
+pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = WaitLock> {
+    /// The lock (see the [module docs](self)).
+    count: AtomicU64,
+    /// Owner hint and nonspinnable bits.
+    owner: AtomicUsize,
+    /// Queue of optimistic spinners.
+    osq: Osq,
+    /// Protects `list`, and the setting/clearing of WAITERS and HANDOFF.
+    wait_lock: W,
+    /// Adaptive budget for spinning on a writer.
+    spin: SpinStats,
+    /// FIFO of sleeping waiters.
+    list: UnsafeCell<WaitList<Waiter>>,
+    /// Hint for write unlocks: a reader is at the front of `list`, so the
+    /// unlock must grant it through wait_lock. Written under wait_lock
+    /// (before the `WAITERS` RMW when a reader queues first), read by the
+    /// unlocker after it saw `WAITERS`; a stale answer only costs fairness.
+    front_reader: AtomicBool,
+    /// Sleeping readers' futex word: a grant that found one of its readers
+    /// asleep bumps it after marking them all, so one `FUTEX_WAKE` wakes
+    /// the whole group (writers sleep on their own words).
+    rgate: AtomicU32,
+    #[cfg(loom)]
+    probe: Probe,
+    #[cfg(loom)]
+    loom_wait_timeout_ns: core::sync::atomic::AtomicU64,
+    #[cfg(loom)]
+    loom_reader_wait_ns: core::sync::atomic::AtomicU64,
+    #[cfg(loom)]
+    loom_reader_grant_ns: core::sync::atomic::AtomicU64,
+    #[cfg(loom)]
+    loom_broken: core::sync::atomic::AtomicU8,
+}
+
+/// The rw-semaphore following the global switches: [`crate::RwSem`]'s raw lock.
+pub type RawRwSem = RawRwSemWith<GLOBAL, GLOBAL>;
+
+// SAFETY: list pointers name waiters that stay alive while linked; the
+// list is only accessed under wait_lock.
+unsafe impl<const R: u8, const A: u8, W: WaitLockRaw> Send for RawRwSemWith<R, A, W> {}
+// SAFETY: as above; everything else is atomic.
+unsafe impl<const R: u8, const A: u8, W: WaitLockRaw> Sync for RawRwSemWith<R, A, W> {}
+
+/// Loom only: deliberately broken variants, each rejected by a model
+/// (set with `set_loom_broken`; never active outside loom).
+#[doc(hidden)]
+pub mod broken;
+
+impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, ADAPTIVE, W> {
+    /// An unlocked rw-semaphore.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self {
+            count: AtomicU64::new(0),
+            owner: AtomicUsize::new(0),
+            osq: Osq::new(),
+            wait_lock: W::INIT,
+            spin: SpinStats::new(),
+            list: UnsafeCell::new(WaitList::new()),
+            front_reader: AtomicBool::new(false),
+            rgate: AtomicU32::new(0),
+        }
+    }
+
+    /// An unlocked rw-semaphore (loom atomics cannot be built in a `const fn`).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self {
+            count: AtomicU64::new(0),
+            owner: AtomicUsize::new(0),
+            osq: Osq::new(),
+            wait_lock: W::new_unlocked(),
+            spin: SpinStats::new(),
+            list: UnsafeCell::new(WaitList::new()),
+            front_reader: AtomicBool::new(false),
+            rgate: AtomicU32::new(0),
+            probe: Probe::default(),
+            loom_wait_timeout_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
+            loom_reader_wait_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
+            loom_reader_grant_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
+            loom_broken: core::sync::atomic::AtomicU8::new(0),
+        }
+    }
+
+    /// Whether readers of this lock spin now (its mode, or the global switch).
+    #[inline]
+    pub fn reader_spin_enabled(&self) -> bool {
+        match RSPIN {
+            ON => true,
+            OFF | STEAL => false,
+            _ => reader_spin(),
+        }
+    }
+
+    /// Whether readers of this lock steal it instead of spinning
+    /// (`RSPIN == STEAL`).
+    #[inline]
+    pub const fn reader_steal_enabled(&self) -> bool {
+        RSPIN == STEAL
+    }
+
+    /// Whether adaptive disabling is on for this lock now.
+    #[inline]
+    pub fn adaptive_enabled(&self) -> bool {
+        match ADAPTIVE {
+            ON => true,
+            OFF => false,
+            _ => adaptive(),
+        }
+    }
+
+    #[cfg(loom)]
+    #[inline]
+    fn is_broken(&self, mode: u8) -> bool {
+        self.loom_broken.load(core::sync::atomic::Ordering::Relaxed) == mode
+    }
+
+    #[cfg(not(loom))]
+    #[inline(always)]
+    fn is_broken(&self, _mode: u8) -> bool {
+        false
+    }
+
+    // ------------------------------------------------------------------
+    // Read side.
+    // ------------------------------------------------------------------
+
+    /// Acquire a read lock.
+    #[inline]
+    pub fn raw_lock_shared(&self) -> ReadGuard {
+        if !self.read_fast() {
+            self.read_slow(None);
+        }
+        ReadGuard::new()
+    }
+
+    /// Take a read lock if that needs no waiting (no writer holds or waits).
+    #[inline]
+    pub fn raw_try_lock_shared(&self) -> Option<ReadGuard> {
+        let mut c = self.count.load(Relaxed);
+        while c & READ_FAILED_MASK == 0 {
+            // Acquire pairs with the Release of the last write unlock.
+            match self
+                .count
+                .compare_exchange_weak(c, c + READER_BIAS, Acquire, Relaxed)
+            {
+                Ok(_) => {
+                    self.set_reader_owned(my_id());
+                    return Some(ReadGuard::new());
+                }
+                Err(now) => c = now,
+            }
+        }
+        None
+    }
+
+    /// Acquire a read lock unless `deadline_ns` ([`sys::monotonic_ns`]
+    /// time) passes first.
+    pub fn raw_try_lock_shared_until_ns(&self, deadline_ns: u64) -> Option<ReadGuard> {
+        (self.read_fast() || self.read_slow(Some(deadline_ns))).then(ReadGuard::new)
+    }
+
+    /// Release a read lock.
+    ///
+    /// # Safety
+    /// The caller holds a read lock of this rw-semaphore.
+    #[inline]
+    pub unsafe fn raw_unlock_shared(&self) {
+        // (r, 0, F) -> (r-1, 0, F). Release pairs with the Acquire of the
+        // next writer (or of a grant made for readers after it).
+        let old = self.count.fetch_sub(READER_BIAS, Release);
+        if cfg!(debug_assertions) {
+            assert!(
+                old & READER_MASK != 0,
+                "klock::RwSem: read unlock of a lock with no readers (count {old:#x})"
+            );
+        }
+        if (old - READER_BIAS) & WAKE_MASK == WAITERS {
+            self.unlock_wake();
+        }
+    }
+
+    /// The read fast path: `fetch_add(READER_BIAS)`; back out on failure.
+    #[inline(always)]
+    fn read_fast(&self) -> bool {
+        // Acquire pairs with the Release of the last write unlock.
+        let old = self.count.fetch_add(READER_BIAS, Acquire);
+        let mask = if self.is_broken(broken::READ_IGNORES_WRITER) {
+            READ_FAILED_MASK & !WRITER_LOCKED
+        } else {
+            READ_FAILED_MASK
+        };
+        if old & mask == 0 {
+            self.set_reader_owned(my_id());
+            true
+        } else {
+            self.read_back_out();
+            false
+        }
+    }
+
+    /// Undo a failed reader probe. It acts as a read unlock: our bias may
+    /// have made a queued writer's trylock fail, so if we were the last
+    /// "reader" we wake the front waiter.
+    #[inline]
+    fn read_back_out(&self) {
+        // Relaxed: we acquired nothing; release sequences are unbroken
+        // (an RMW), so acquirers still synchronise with earlier releases.
+        let old = self.count.fetch_sub(READER_BIAS, Relaxed);
+        if (old - READER_BIAS) & WAKE_MASK == WAITERS {
+            self.unlock_wake();
+        }
+    }
+
+    /// Reader probe used off the fast path (spinners, phase join): ignores
+    /// `WAITERS`, fails on a writer or a hand-off.
+    #[inline]
+    fn try_read_unqueued(&self, me: usize) -> bool {
+        self.try_read_if(me, |old| old & (WRITER_LOCKED | HANDOFF | READ_FAILED) == 0)
+            .is_some()
+    }
+
+    /// Add a reader and keep it if `ok(count before the add)`, else back
+    /// out. Returns that earlier count on success.
+    #[inline(always)]
+    fn try_read_if(&self, me: usize, ok: impl FnOnce(u64) -> bool) -> Option<u64> {
+        // Acquire pairs with the Release of the last write unlock.
+        let old = self.count.fetch_add(READER_BIAS, Acquire);
+        if ok(old) {
+            self.set_reader_owned(me);
+            Some(old)
+        } else {
+            self.read_back_out();
+            None
+        }
+    }
+
+    /// Record a reader as owner hint: `me | READER_OWNED`, keeping
+    /// `RD_NONSPINNABLE` and dropping `WR_NONSPINNABLE`. Skips the store
+    /// when nothing changes (one reader re-locking).
+    #[inline(always)]
+    fn set_reader_owned(&self, me: usize) {
+        let o = self.owner.load(Relaxed);
+        let v = me | READER_OWNED | (o & RD_NONSPINNABLE);
+        if o != v {
+            self.owner.store(v, Relaxed);
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // Write side.
+    // ------------------------------------------------------------------
+
+    /// Acquire the write lock.
+    #[inline]
+    pub fn raw_lock_exclusive(&self) -> WriteGuard {
+        let me = my_id();
+        // (0,0,-) -> (0,1,-). Acquire pairs with the Release of the last unlock.
+        if self
+            .count
+            .compare_exchange(0, WRITER_LOCKED, Acquire, Relaxed)
+            .is_ok()
+        {
+            // Fast path: clears both nonspinnable bits.
+            self.owner.store(me, Relaxed);
+        } else {
+            self.write_slow(me, None);
+        }
+        WriteGuard::new(me)
+    }
+
+    /// Take the write lock if it is free (and not reserved by a hand-off).
+    #[inline]
+    pub fn raw_try_lock_exclusive(&self) -> Option<WriteGuard> {
+        let me = my_id();
+        if self.try_write(false) {
+            // Like the fast path: clears both nonspinnable bits.
+            self.owner.store(me, Relaxed);
+            Some(WriteGuard::new(me))
+        } else {
+            None
+        }
+    }
+
+    /// Acquire the write lock unless `deadline_ns` passes first.
+    pub fn raw_try_lock_exclusive_until_ns(&self, deadline_ns: u64) -> Option<WriteGuard> {
+        let me = my_id();
+        if self
+            .count
+            .compare_exchange(0, WRITER_LOCKED, Acquire, Relaxed)
+            .is_ok()
+        {
+            self.owner.store(me, Relaxed);
+            return Some(WriteGuard::new(me));
+        }
+        self.write_slow(me, Some(deadline_ns))
+            .then(|| WriteGuard::new(me))
+    }
+
+    /// Release the write lock.
+    ///
+    /// # Safety
+    /// `guard` comes from write-locking this lock, which is still held
+    /// with it (debug builds check that a writer holds it).
+    #[inline]
+    pub unsafe fn raw_unlock_exclusive(&self, guard: WriteGuard) {
+        let _ = guard;
+        // Owner: drop the tid (and WR_NONSPINNABLE), keep RD_NONSPINNABLE.
+        // We hold the lock, so only our own stores race with nothing.
+        let o = self.owner.load(Relaxed);
+        if o != o & RD_NONSPINNABLE {
+            self.owner.store(o & RD_NONSPINNABLE, Relaxed);
+        }
+        if self.is_broken(broken::WAKE_WITHOUT_GRANT) {
+            // Loom only: release first, wake (and grant) afterwards.
+            let old = self.count.fetch_sub(WRITER_LOCKED, Release);
+            if old & WAITERS != 0 {
+                self.unlock_wake();
+            }
+            return;
+        }
+        // (0,1,F) -> (0,0,F) while WAITERS is clear: one CAS. Release
+        // pairs with the next acquirer's Acquire. Anything else (waiters,
+        // a lost race) goes to the slow path.
+        let c = self.count.load(Relaxed);
+        // Debug builds: a lock that is not write-locked goes to the slow
+        // path, which reports the misuse.
+        if c & WAITERS != 0
+            || (cfg!(debug_assertions) && c & WRITER_LOCKED == 0)
+            || self
+                .count
+                .compare_exchange(c, c.wrapping_sub(WRITER_LOCKED), Release, Relaxed)
+                .is_err()
+        {
+            self.write_unlock_slow();
+        }
+    }
+
+    /// Turn our write lock into a read lock, without letting any writer in
+    /// between; queued readers at the front join us.
+    ///
+    /// # Safety
+    /// As [`raw_unlock_exclusive`](Self::raw_unlock_exclusive).
+    pub unsafe fn raw_downgrade(&self, guard: WriteGuard) -> ReadGuard {
+        let o = self.owner.load(Relaxed);
+        self.owner
+            .store(guard.id | READER_OWNED | (o & RD_NONSPINNABLE), Relaxed);
+        // (0,1,F) -> (1,0,F). Release: readers that join us (Acquire)
+        // see what we wrote.
+        let old = self.count.fetch_add(READER_BIAS - WRITER_LOCKED, Release);
+        debug_assert!(old & WRITER_LOCKED != 0, "downgrade without the write lock");
+        #[cfg(loom)]
+        Probe::hit(&self.probe.downgrades);
+        if old & WAITERS != 0 {
+            self.grant_front_readers();
+        }
+        ReadGuard::new()
+    }
+
+    // ------------------------------------------------------------------
+    // Introspection.
+    // ------------------------------------------------------------------
+
+    /// Held by anyone (readers or a writer). A snapshot.
+    #[inline]
+    pub fn is_held(&self) -> bool {
+        self.count.load(Relaxed) & (WRITER_LOCKED | READER_MASK) != 0
+    }
+
+    /// Held by a writer. A snapshot.
+    #[inline]
+    pub fn is_write_held(&self) -> bool {
+        self.count.load(Relaxed) & WRITER_LOCKED != 0
+    }
+
+    /// The raw count word, for tests and debugging.
+    #[doc(hidden)]
+    pub fn count_word(&self) -> u64 {
+        self.count.load(Relaxed)
+    }
+
+    /// The raw owner word, for tests and debugging.
+    #[doc(hidden)]
+    pub fn owner_word(&self) -> usize {
+        self.owner.load(Relaxed)
+    }
+
+    /// This lock's adaptive spin statistics (spins on writers).
+    pub fn spin_stats(&self) -> &SpinStats {
+        &self.spin
+    }
+}
+
+impl<const R: u8, const A: u8, W: WaitLockRaw> Default for RawRwSemWith<R, A, W> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const R: u8, const A: u8, W: WaitLockRaw> core::fmt::Debug for RawRwSemWith<R, A, W> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let c = self.count.load(Relaxed);
+        let o = self.owner.load(Relaxed);
+        f.debug_struct("RawRwSem")
+            .field("reader_spin", &self.reader_spin_enabled())
+            .field("adaptive", &self.adaptive_enabled())
+            .field("readers", &readers_of(c))
+            .field("writer_locked", &(c & WRITER_LOCKED != 0))
+            .field("waiters", &(c & WAITERS != 0))
+            .field("handoff", &(c & HANDOFF != 0))
+            .field("owner_tid", &tid_of(o & OWNER_MASK))
+            .field("reader_owned", &(o & READER_OWNED != 0))
+            .field("rd_nonspinnable", &(o & RD_NONSPINNABLE != 0))
+            .field("wr_nonspinnable", &(o & WR_NONSPINNABLE != 0))
+            .finish()
+    }
+}
+
+// SAFETY: readers/writer exclusion as argued in the module docs (and
+// checked by the loom models); every lock path acquires, every unlock
+// releases.
+#[cfg(not(loom))]
+unsafe impl<const R: u8, const A: u8, W: WaitLockRaw> lock_api::RawRwLock
+    for RawRwSemWith<R, A, W>
+{
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    type SharedGuard = ReadGuard;
+    type ExclusiveGuard = WriteGuard;
+
+    #[inline]
+    fn lock_shared(&self) -> ReadGuard {
+        self.raw_lock_shared()
+    }
+
+    #[inline]
+    fn try_lock_shared(&self) -> Option<ReadGuard> {
+        self.raw_try_lock_shared()
+    }
+
+    #[inline]
+    unsafe fn unlock_shared(&self, _guard: ReadGuard) {
+        // SAFETY: forwarded contract.
+        unsafe { self.raw_unlock_shared() }
+    }
+
+    #[inline]
+    fn lock_exclusive(&self) -> WriteGuard {
+        self.raw_lock_exclusive()
+    }
+
+    #[inline]
+    fn try_lock_exclusive(&self) -> Option<WriteGuard> {
+        self.raw_try_lock_exclusive()
+    }
+
+    #[inline]
+    unsafe fn unlock_exclusive(&self, guard: WriteGuard) {
+        // SAFETY: forwarded contract.
+        unsafe { self.raw_unlock_exclusive(guard) }
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        self.is_held()
+    }
+
+    #[inline]
+    fn is_locked_exclusive(&self) -> bool {
+        self.is_write_held()
+    }
+}
+
+// SAFETY: the write lock becomes a read lock in one RMW; no writer can
+// get in between.
+#[cfg(not(loom))]
+unsafe impl<const R: u8, const A: u8, W: WaitLockRaw> lock_api::RawRwLockDowngrade
+    for RawRwSemWith<R, A, W>
+{
+    #[inline]
+    unsafe fn downgrade(&self, guard: WriteGuard) -> ReadGuard {
+        // SAFETY: forwarded contract.
+        unsafe { self.raw_downgrade(guard) }
+    }
+}
+
+// SAFETY: a timed-out attempt owns nothing and has left every queue.
+#[cfg(not(loom))]
+unsafe impl<const R: u8, const A: u8, W: WaitLockRaw> lock_api::RawRwLockTimed
+    for RawRwSemWith<R, A, W>
+{
+    type Duration = Duration;
+    type Instant = std::time::Instant;
+
+    fn try_lock_shared_for(&self, timeout: Duration) -> Option<ReadGuard> {
+        self.raw_try_lock_shared_until_ns(sys::deadline_after(timeout))
+    }
+
+    fn try_lock_shared_until(&self, timeout: std::time::Instant) -> Option<ReadGuard> {
+        let left = timeout.saturating_duration_since(std::time::Instant::now());
+        self.raw_try_lock_shared_until_ns(sys::deadline_after(left))
+    }
+
+    fn try_lock_exclusive_for(&self, timeout: Duration) -> Option<WriteGuard> {
+        self.raw_try_lock_exclusive_until_ns(sys::deadline_after(timeout))
+    }
+
+    fn try_lock_exclusive_until(&self, timeout: std::time::Instant) -> Option<WriteGuard> {
+        let left = timeout.saturating_duration_since(std::time::Instant::now());
+        self.raw_try_lock_exclusive_until_ns(sys::deadline_after(left))
+    }
+}

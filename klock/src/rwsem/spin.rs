@@ -1,0 +1,253 @@
+//! Optimistic spinning, for readers and writers: whether a locker may
+//! spin, marking the lock nonspinnable, and the spin loop itself (see the
+//! [module docs](super)).
+
+#[cfg(loom)]
+use super::Probe;
+use super::{
+    readers_of, rspin_threshold_ns, tid_of, RawRwSemWith, Role, HANDOFF, MAX_OWNER_BUDGETS,
+    NONSPINNABLE, OWNER_MASK, RD_NONSPINNABLE, READER_MASK, READER_OWNED, WRITER_LOCKED,
+    WR_NONSPINNABLE,
+};
+use crate::events::{self, Event};
+use crate::oncpu;
+use crate::spin::cpu_relax;
+use crate::sync::Ordering::Relaxed;
+use crate::sys::monotonic_ns;
+use crate::thread;
+use crate::waitlock::WaitLockRaw;
+
+/// Why optimistic spinning stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SpinFail {
+    /// A nonspinnable bit for our role, a hand-off, or the owner is off CPU.
+    NotSpinnable,
+    /// Budget, deadline, or we should yield.
+    Budget,
+    /// A writer's time on a reader-owned lock ran out (bits set).
+    ReaderTimeout,
+}
+
+impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, ADAPTIVE, W> {
+    // ------------------------------------------------------------------
+    // Spinning.
+    // ------------------------------------------------------------------
+
+    /// Whether a `role` locker may start spinning: no nonspinnable bit for
+    /// its role, and a writer owner not known to be off CPU.
+    pub(super) fn can_spin(&self, role: Role) -> bool {
+        let o = self.owner.load(Relaxed);
+        let bit = if role == Role::Writer {
+            WR_NONSPINNABLE
+        } else {
+            RD_NONSPINNABLE
+        };
+        if o & bit != 0 {
+            return false;
+        }
+        let c = self.count.load(Relaxed);
+        if c & WRITER_LOCKED != 0 && o & READER_OWNED == 0 && o & OWNER_MASK != 0 {
+            return oncpu::oracle().owner_running(tid_of(o & OWNER_MASK)) != Some(false);
+        }
+        true
+    }
+
+    /// Set both nonspinnable bits, only while the lock is reader-owned.
+    /// Returns whether this call set them.
+    pub(super) fn set_nonspinnable(&self) -> bool {
+        let mut o = self.owner.load(Relaxed);
+        loop {
+            if o & READER_OWNED == 0 || o & NONSPINNABLE == NONSPINNABLE {
+                return false;
+            }
+            let c = self.count.load(Relaxed);
+            if c & WRITER_LOCKED != 0 || c & READER_MASK == 0 {
+                return false;
+            }
+            // Relaxed: a hint. The CAS fails if any owner changed it.
+            match self
+                .owner
+                .compare_exchange_weak(o, o | NONSPINNABLE, Relaxed, Relaxed)
+            {
+                Ok(_) => {
+                    #[cfg(loom)]
+                    Probe::hit(&self.probe.nospin_sets);
+                    return true;
+                }
+                Err(now) => o = now,
+            }
+        }
+    }
+
+    /// Optimistic spinning. New lockers (`queued == false`) go through the
+    /// OSQ; a woken first waiter (a writer, `queued == true`) spins
+    /// directly and may take a `HANDOFF`-reserved lock, but only on a
+    /// writer owner. Returns whether we got the lock (owner word not yet
+    /// updated by us, except for readers).
+    #[inline(never)]
+    pub(super) fn optimistic_spin(
+        &self,
+        me: usize,
+        role: Role,
+        queued: bool,
+        deadline: Option<u64>,
+    ) -> bool {
+        let oracle = oncpu::oracle();
+        let slot = if queued {
+            None
+        } else {
+            match thread::current() {
+                Some(s) => Some(s),
+                None => return false,
+            }
+        };
+        let nonspin = if role == Role::Writer {
+            WR_NONSPINNABLE
+        } else {
+            RD_NONSPINNABLE
+        };
+        let budget = self.spin.budget_ns();
+        oracle.spin_begin();
+        let start = monotonic_ns();
+        let total_end = start.saturating_add(budget.saturating_mul(MAX_OWNER_BUDGETS));
+        let mut owner_end = start.saturating_add(budget);
+        let past_deadline = |now: u64| deadline.is_some_and(|d| now >= d);
+
+        if let Some(slot) = slot {
+            let mut n = 0u32;
+            let head = self.osq.lock_with(slot, || {
+                n = n.wrapping_add(1);
+                if !crate::spin::clock_due(n) {
+                    return false;
+                }
+                if oracle.should_yield() {
+                    return true;
+                }
+                let now = monotonic_ns();
+                now >= owner_end || past_deadline(now)
+            });
+            if !head {
+                events::inc(Event::RwsemOptFail);
+                return false;
+            }
+        }
+
+        let mut last_owner = usize::MAX;
+        let mut running = None;
+        // Some(end) while a writer spins on a reader-owned lock.
+        let mut reader_phase_end: Option<u64> = None;
+        let mut i = 0u32;
+        let result = loop {
+            let c = self.count.load(Relaxed);
+            let o = self.owner.load(Relaxed);
+            if o & nonspin != 0 {
+                break Err(SpinFail::NotSpinnable);
+            }
+            if c & HANDOFF != 0 && !queued {
+                // Reserved for the first waiter: spinning cannot win.
+                break Err(SpinFail::NotSpinnable);
+            }
+            let got = match role {
+                Role::Writer => c & (WRITER_LOCKED | READER_MASK) == 0 && self.try_write(queued),
+                Role::Reader => c & (WRITER_LOCKED | HANDOFF) == 0 && self.try_read_unqueued(me),
+            };
+            if got {
+                break Ok(());
+            }
+            i = i.wrapping_add(1);
+            let due = crate::spin::clock_due(i);
+            if c & WRITER_LOCKED != 0 {
+                reader_phase_end = None;
+                let owner = if o & READER_OWNED == 0 {
+                    o & OWNER_MASK
+                } else {
+                    0
+                };
+                if owner != 0 && owner != last_owner {
+                    if last_owner != usize::MAX {
+                        // The lock moved on: a fresh budget for the new owner.
+                        owner_end = monotonic_ns().saturating_add(budget).min(total_end);
+                    }
+                    last_owner = owner;
+                    running = oracle.owner_running(tid_of(owner));
+                    if running == Some(false) {
+                        break Err(SpinFail::NotSpinnable);
+                    }
+                }
+                if due {
+                    if oracle.should_yield() {
+                        break Err(SpinFail::Budget);
+                    }
+                    if owner != 0 {
+                        running = oracle.owner_running(tid_of(owner));
+                        if running == Some(false) {
+                            break Err(SpinFail::NotSpinnable);
+                        }
+                    }
+                    let now = monotonic_ns();
+                    if past_deadline(now) || (running != Some(true) && now >= owner_end) {
+                        break Err(SpinFail::Budget);
+                    }
+                }
+            } else if c & READER_MASK != 0 && role == Role::Writer {
+                if queued {
+                    // The first waiter sleeps through read phases: the
+                    // last reader wakes it.
+                    break Err(SpinFail::Budget);
+                }
+                match reader_phase_end {
+                    None => {
+                        // A new read phase: a fresh threshold.
+                        reader_phase_end =
+                            Some(monotonic_ns().saturating_add(rspin_threshold_ns(readers_of(c))));
+                    }
+                    Some(end) if due => {
+                        if oracle.should_yield() {
+                            break Err(SpinFail::Budget);
+                        }
+                        let now = monotonic_ns();
+                        if past_deadline(now) {
+                            break Err(SpinFail::Budget);
+                        }
+                        if now >= end {
+                            if self.set_nonspinnable() {
+                                events::inc(Event::RwsemOptNospin);
+                            }
+                            break Err(SpinFail::ReaderTimeout);
+                        }
+                    }
+                    Some(_) => {}
+                }
+            } else if due {
+                // Free but another thread was quicker (or a reader probe
+                // lost a race): retry within the total budget.
+                if oracle.should_yield() {
+                    break Err(SpinFail::Budget);
+                }
+                let now = monotonic_ns();
+                if past_deadline(now) || now >= total_end {
+                    break Err(SpinFail::Budget);
+                }
+            }
+            cpu_relax();
+        };
+        if let Some(slot) = slot {
+            self.osq.unlock_with(slot);
+        }
+        match result {
+            Ok(()) => {
+                self.spin
+                    .record_success(monotonic_ns().saturating_sub(start));
+                events::inc(Event::RwsemOptLock);
+                #[cfg(loom)]
+                Probe::hit(&self.probe.spin_successes);
+                true
+            }
+            Err(f) => {
+                let _ = f;
+                events::inc(Event::RwsemOptFail);
+                false
+            }
+        }
+    }
+}

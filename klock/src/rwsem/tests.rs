@@ -1,0 +1,159 @@
+use super::*;
+use lock_api::{RawRwLock as _, RawRwLockDowngrade as _, RawRwLockTimed as _};
+use std::time::Instant;
+
+/// Debug builds report a write unlock of a lock nobody write-locked
+/// (the fast path sends it to the checking slow path).
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "write unlock of a lock not write-locked")]
+fn debug_write_unlock_of_unlocked_lock_panics() {
+    let (held, free) = (RawRwSem::new(), RawRwSem::new());
+    let g = held.lock_exclusive();
+    // SAFETY: deliberately wrong (the guard is `held`'s); the debug
+    // check panics before anything is written.
+    unsafe { free.unlock_exclusive(g) };
+}
+
+type Spin = RawRwSemWith<ON, ON>;
+type NoSpin = RawRwSemWith<OFF, OFF>;
+
+#[test]
+fn word_layout() {
+    assert_eq!(READER_MASK >> READER_SHIFT, (1 << 55) - 1);
+    assert_eq!(
+        READER_MASK & (WRITER_LOCKED | WAITERS | HANDOFF | WRITER_WOKEN | READ_FAILED),
+        0
+    );
+    assert_eq!(OWNER_FLAGS, 0b111);
+    assert_eq!(OWNER_MASK & OWNER_FLAGS, 0);
+    assert_eq!(tid_of(((1usize << 22) - 1) << OWNER_SHIFT), (1 << 22) - 1);
+}
+
+#[test]
+fn rspin_threshold_matches_the_seed() {
+    assert_eq!(rspin_threshold_ns(0), 10_000);
+    assert_eq!(rspin_threshold_ns(2), 11_000);
+    assert_eq!(rspin_threshold_ns(30), 25_000);
+    assert_eq!(rspin_threshold_ns(1000), 25_000);
+}
+
+#[test]
+fn read_write_try_downgrade() {
+    let l = Spin::INIT;
+    let r1 = l.lock_shared();
+    let r2 = l.lock_shared();
+    assert!(l.is_locked() && !l.is_locked_exclusive());
+    assert_eq!(readers_of(l.count_word()), 2);
+    assert!(l.try_lock_exclusive().is_none());
+    assert_eq!(l.owner_word() & READER_OWNED, READER_OWNED);
+    unsafe {
+        l.unlock_shared(r1);
+        l.unlock_shared(r2);
+    }
+    assert_eq!(l.count_word(), 0);
+    let w = l.lock_exclusive();
+    assert!(l.is_locked_exclusive());
+    assert_eq!(l.owner_word(), my_id());
+    assert!(l.try_lock_shared().is_none());
+    let r = unsafe { l.downgrade(w) };
+    assert_eq!(l.count_word(), READER_BIAS);
+    assert!(l.try_lock_exclusive().is_none());
+    let r2 = l.try_lock_shared().unwrap();
+    unsafe {
+        l.unlock_shared(r);
+        l.unlock_shared(r2);
+    }
+    assert_eq!(l.count_word(), 0);
+    let w = l.try_lock_exclusive_for(Duration::from_millis(1)).unwrap();
+    assert!(format!("{l:?}").contains("writer_locked: true"));
+    unsafe { l.unlock_exclusive(w) };
+}
+
+#[test]
+fn fast_path_writer_clears_nonspinnable_and_readers_keep_rd() {
+    let l = Spin::new();
+    l.owner
+        .store(77 << OWNER_SHIFT | READER_OWNED | NONSPINNABLE, Relaxed);
+    let r = l.lock_shared();
+    // A reader drops WR_NONSPINNABLE, keeps RD_NONSPINNABLE.
+    assert_eq!(l.owner_word(), my_id() | READER_OWNED | RD_NONSPINNABLE);
+    unsafe { l.unlock_shared(r) };
+    let w = l.lock_exclusive();
+    assert_eq!(l.owner_word(), my_id(), "fast-path writer clears both bits");
+    unsafe { l.unlock_exclusive(w) };
+    // A write unlock keeps RD_NONSPINNABLE.
+    l.owner.store(0, Relaxed);
+    let w = l.lock_exclusive();
+    l.owner.store(my_id() | RD_NONSPINNABLE, Relaxed);
+    unsafe { l.unlock_exclusive(w) };
+    assert_eq!(l.owner_word(), RD_NONSPINNABLE);
+}
+
+#[test]
+fn set_nonspinnable_only_when_reader_owned() {
+    let l = Spin::new();
+    let w = l.lock_exclusive();
+    assert!(!l.set_nonspinnable());
+    assert_eq!(l.owner_word() & NONSPINNABLE, 0);
+    unsafe { l.unlock_exclusive(w) };
+    let r = l.lock_shared();
+    assert!(l.set_nonspinnable());
+    assert_eq!(l.owner_word() & NONSPINNABLE, NONSPINNABLE);
+    unsafe { l.unlock_shared(r) };
+    // Stale reader hint, no readers: not set again.
+    l.owner.store(my_id() | READER_OWNED, Relaxed);
+    assert!(!l.set_nonspinnable());
+}
+
+#[test]
+fn handoff_reserved_lock_refuses_strangers() {
+    let l = NoSpin::new();
+    l.count.store(HANDOFF | WAITERS, Relaxed);
+    assert!(l.try_lock_exclusive().is_none());
+    assert!(l.try_lock_shared().is_none());
+    assert!(l.try_write(true), "the first waiter may take it");
+    assert_eq!(l.count_word(), WRITER_LOCKED | WAITERS);
+    l.count.store(0, Relaxed);
+}
+
+#[test]
+fn timed_locks_time_out() {
+    let l = NoSpin::new();
+    let w = l.lock_exclusive();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let t0 = Instant::now();
+            assert!(l.try_lock_shared_for(Duration::from_millis(20)).is_none());
+            assert!(t0.elapsed() >= Duration::from_millis(20));
+            let t0 = Instant::now();
+            assert!(l
+                .try_lock_exclusive_for(Duration::from_millis(20))
+                .is_none());
+            assert!(t0.elapsed() >= Duration::from_millis(20));
+        });
+    });
+    assert_eq!(
+        l.count_word(),
+        WRITER_LOCKED,
+        "timed-out waiters left no flags"
+    );
+    unsafe { l.unlock_exclusive(w) };
+}
+
+#[test]
+fn switches() {
+    let was = (reader_spin(), adaptive());
+    set_reader_spin(!was.0);
+    set_adaptive(!was.1);
+    assert_eq!(RawRwSem::new().reader_spin_enabled(), !was.0);
+    assert_eq!(RawRwSem::new().adaptive_enabled(), !was.1);
+    assert!(Spin::new().reader_spin_enabled() && Spin::new().adaptive_enabled());
+    assert!(!NoSpin::new().reader_spin_enabled() && !NoSpin::new().adaptive_enabled());
+    set_reader_spin(was.0);
+    set_adaptive(was.1);
+    let t = wait_timeout_ns();
+    set_wait_timeout_ns(123);
+    assert_eq!(wait_timeout_ns(), 123);
+    set_wait_timeout_ns(t);
+}

@@ -1,0 +1,304 @@
+//! The rw-semaphore's write slow paths: the write unlock with waiters
+//! queued, the write trylock, and the contended write lock (spinning,
+//! sleeping, the hand-off request) (see the [module docs](super)).
+
+#[cfg(loom)]
+use super::Probe;
+use super::{
+    broken, tid_of, RawRwSemWith, Role, Waiter, HANDOFF, NONSPINNABLE, RD_NONSPINNABLE,
+    READER_MASK, WAITERS, WRITER_LOCKED, WRITER_WOKEN, WR_NONSPINNABLE, W_WAITING, W_WOKEN,
+};
+use crate::events::{self, Event};
+use crate::oncpu;
+use crate::sync::Ordering::{Acquire, Relaxed, Release};
+use crate::sync::{fence, AtomicU32};
+use crate::sys::monotonic_ns;
+use crate::waitlist::{AbortOnUnwind, Links};
+use crate::waitlock::WaitLockRaw;
+
+impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, ADAPTIVE, W> {
+    /// Write unlock with waiters queued, or after the fast path's CAS lost
+    /// a race. `(0,1,F) -> (0,0,F)` by CAS, only while WAITERS is clear: with
+    /// waiters queued the unlock may have to grant the lock to readers at
+    /// the front without ever letting it fall free (a writer could take it
+    /// between a plain release and the wake-up), so it goes through
+    /// wait_lock. Release pairs with the next acquirer's Acquire.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn write_unlock_slow(&self) {
+        let mut c = self.count.load(Relaxed);
+        loop {
+            if cfg!(debug_assertions) {
+                assert!(
+                    c & WRITER_LOCKED != 0,
+                    "klock::RwSem: write unlock of a lock not write-locked (count {c:#x})"
+                );
+            }
+            if c & WAITERS != 0 {
+                // Through wait_lock only when a grant may be due: a reader
+                // at the front (or readers may be granted past a front
+                // writer). A writer at the front is woken after a plain
+                // release, as before, without holding the lock longer.
+                // Acquire fence: pairs with the Release `WAITERS` RMW of a
+                // reader queueing first, so its `front_reader` is seen.
+                fence(Acquire);
+                if self.front_reader.load(Relaxed) || self.reader_wait() != u64::MAX {
+                    self.write_unlock_queued();
+                    return;
+                }
+                // (0,1,F) -> (0,0,F). Release as above. A front writer
+                // already woken looks at the lock again after this RMW
+                // (it clears WRITER_WOKEN with an RMW before its trylock):
+                // no second wake-up, and no wait_lock round trip.
+                let old = self.count.fetch_sub(WRITER_LOCKED, Release);
+                if old & WRITER_WOKEN == 0 {
+                    self.unlock_wake();
+                }
+                return;
+            }
+            match self
+                .count
+                .compare_exchange_weak(c, c - WRITER_LOCKED, Release, Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => c = now,
+            }
+        }
+    }
+
+    /// Write unlock with waiters queued (the kernel's `rwsem_mark_wake`
+    /// done at release time). Under `wait_lock`, still holding the lock:
+    /// * readers at the front: our release and their grant are **one**
+    ///   RMW, `(0,1,F) -> (n,0,F-HANDOFF[-W])`, so the lock never falls
+    ///   free and no writer can slip in before the woken readers, who
+    ///   return owning it;
+    /// * a writer at the front: a plain release, then the writer is woken
+    ///   to compete (writers may steal from writers; its `HANDOFF` bounds
+    ///   that).
+    #[cold]
+    #[inline(never)]
+    fn write_unlock_queued(&self) {
+        self.wait_lock.lock();
+        // SAFETY: we hold wait_lock; linked waiters are alive.
+        let head = unsafe { self.list_head() };
+        let reader = if head.is_null() || unsafe { &*head }.role == Role::Reader {
+            head
+        } else {
+            // SAFETY: we hold wait_lock; head is linked.
+            unsafe { self.starving_reader(head) }
+        };
+        if !reader.is_null() {
+            // SAFETY: we hold wait_lock and the write lock; reader is the
+            // first queued reader.
+            unsafe { self.grant_readers(reader, true) };
+            events::inc(if reader == head {
+                Event::RwsemUnlockGrant
+            } else {
+                Event::RwsemUnlockGrantSkip
+            });
+        } else {
+            // (0,1,F) -> (0,0,F). Release as in raw_unlock_exclusive.
+            let old = self.count.fetch_sub(WRITER_LOCKED, Release);
+            if cfg!(debug_assertions) {
+                assert!(
+                    old & WRITER_LOCKED != 0,
+                    "klock::RwSem: write unlock of a lock not write-locked (count {old:#x})"
+                );
+            }
+            // SAFETY: we hold wait_lock.
+            unsafe { self.wake_front(true) };
+        }
+        // SAFETY: we hold wait_lock.
+        unsafe { self.wl_unlock() };
+    }
+
+    /// Write trylock: `(0,0,F) -> (0,1,F-HANDOFF)`; refused while readers or
+    /// a writer hold it, or while `HANDOFF` reserves it for the first waiter
+    /// (unless `first`: we are that waiter).
+    #[inline]
+    pub(super) fn try_write(&self, first: bool) -> bool {
+        let ignore_handoff = self.is_broken(broken::IGNORE_HANDOFF);
+        let mut c = self.count.load(Relaxed);
+        loop {
+            if c & (WRITER_LOCKED | READER_MASK) != 0 {
+                return false;
+            }
+            if c & HANDOFF != 0 && !first && !ignore_handoff {
+                return false;
+            }
+            // Acquire pairs with the Release of the previous unlock (all
+            // later writes are RMWs: the release sequence holds).
+            match self.count.compare_exchange_weak(
+                c,
+                (c | WRITER_LOCKED) & !HANDOFF,
+                Acquire,
+                Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => c = now,
+            }
+        }
+    }
+
+    /// Contended write lock. `false` only when `deadline` passed.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn write_slow(&self, me: usize, deadline: Option<u64>) -> bool {
+        if cfg!(debug_assertions) && deadline.is_none() {
+            let (c, o) = (self.count.load(Relaxed), self.owner.load(Relaxed));
+            assert!(
+                c & WRITER_LOCKED == 0 || o & !NONSPINNABLE != me,
+                "klock::RwSem: thread {} write-locks a lock it already holds (deadlock)",
+                tid_of(me)
+            );
+        }
+        if self.try_write(false) {
+            self.owner.store(me, Relaxed);
+            return true;
+        }
+        if oncpu::spinning_useful()
+            && self.can_spin(Role::Writer)
+            && self.optimistic_spin(me, Role::Writer, false, deadline)
+        {
+            // Spinning worked: this locker saw no reason to stop readers.
+            self.owner.store(me, Relaxed);
+            return true;
+        }
+        let saw_wr = self.owner.load(Relaxed) & WR_NONSPINNABLE != 0;
+        self.write_sleep(me, saw_wr, deadline)
+    }
+
+    /// Record the slow-path writer as owner: `me`, plus `RD_NONSPINNABLE`
+    /// if it saw `WR_NONSPINNABLE` after failing to spin (adaptive on).
+    fn set_writer_owned_slow(&self, me: usize, saw_wr: bool) {
+        let rd = if saw_wr && self.adaptive_enabled() {
+            #[cfg(loom)]
+            Probe::hit(&self.probe.rd_set_by_writer);
+            RD_NONSPINNABLE
+        } else {
+            0
+        };
+        self.owner.store(me | rd, Relaxed);
+    }
+
+    /// Queue as a writer: sleep until we own the lock (`true`) or
+    /// `deadline` passes (`false`).
+    #[inline(never)]
+    fn write_sleep(&self, me: usize, saw_wr: bool, deadline: Option<u64>) -> bool {
+        let waiter = Waiter {
+            state: AtomicU32::new(W_WAITING),
+            links: Links::new(),
+            id: me,
+            role: Role::Writer,
+            saw_rd: false,
+            since: 0,
+            #[cfg(loom)]
+            thread: loom::thread::current(),
+        };
+        let wp: *const Waiter = &waiter;
+        let spin = oncpu::spinning_useful();
+
+        self.wait_lock.lock();
+        if self.try_write(false) {
+            // SAFETY: we hold wait_lock.
+            unsafe { self.wl_unlock() };
+            self.set_writer_owned_slow(me, saw_wr);
+            return true;
+        }
+        // SAFETY (list accesses below): as in read_sleep.
+        let bomb = AbortOnUnwind("RwSem");
+        if unsafe { self.list_push(wp) } {
+            // First in the queue, a writer: as in read_sleep.
+            self.front_reader.store(false, Relaxed);
+            self.count.fetch_or(WAITERS, Release);
+        }
+        let start = monotonic_ns();
+        let timeout = self.wait_timeout();
+        let mut first = false;
+        let mut handoff_set = false;
+
+        let acquired = loop {
+            // Holding wait_lock.
+            if !first {
+                first = unsafe { self.list_head() } == wp;
+            }
+            if cfg!(any(debug_assertions, loom)) {
+                assert!(
+                    self.count.load(Relaxed) & WAITERS != 0,
+                    "klock::RwSem: writer queued but WAITERS clear"
+                );
+            }
+            if first && !handoff_set && monotonic_ns().saturating_sub(start) >= timeout {
+                // Relaxed: unlockers read it with their RMW and then
+                // serialise with us on wait_lock.
+                self.count.fetch_or(HANDOFF, Relaxed);
+                handoff_set = true;
+                events::inc(Event::RwsemWlockHandoff);
+                #[cfg(loom)]
+                Probe::hit(&self.probe.handoff_requests);
+            }
+            // Re-arm before the trylock: a later unlock wakes us (under
+            // wait_lock, so after this store).
+            waiter.state.store(W_WAITING, Relaxed);
+            // Only the front writer is woken. Drop WRITER_WOKEN before the
+            // trylock, by an RMW: an unlock ordered before it is seen by
+            // the trylock, one after it sees the bit clear and wakes us.
+            if first
+                && self.count.load(Relaxed) & WRITER_WOKEN != 0
+                && !self.is_broken(broken::WOKEN_NEVER_CLEARED)
+            {
+                self.count.fetch_and(!WRITER_WOKEN, Relaxed);
+            }
+            if self.try_write(first) {
+                break true;
+            }
+            if deadline.is_some_and(|d| monotonic_ns() >= d) {
+                break false;
+            }
+            // SAFETY: we hold wait_lock.
+            unsafe { self.wl_unlock() };
+            self.park_counted(&waiter, deadline, Event::RwsemSleepWriter);
+            // Only the front waiter is ever woken; a woken writer is first
+            // and stays first (waiters ahead can only leave).
+            if !first && waiter.state.load(Relaxed) == W_WOKEN {
+                first = true;
+            }
+            if first
+                && (self.try_write(true)
+                    || (spin && self.optimistic_spin(me, Role::Writer, true, deadline)))
+            {
+                self.wait_lock.lock();
+                break true;
+            }
+            self.wait_lock.lock();
+        };
+
+        // Holding wait_lock: unlink ourselves.
+        if acquired {
+            // A HANDOFF of ours was cleared by our trylock's CAS; a
+            // WRITER_WOKEN is ours (we are first) and goes now.
+            let clear = if unsafe { self.list_remove(wp) } {
+                WAITERS | HANDOFF | WRITER_WOKEN
+            } else {
+                WRITER_WOKEN
+            };
+            if self.count.load(Relaxed) & clear != 0 {
+                // Relaxed: these flags only change under wait_lock.
+                self.count.fetch_and(!clear, Relaxed);
+            }
+        } else {
+            // SAFETY: we hold wait_lock and are linked.
+            unsafe { self.leave(wp) };
+            #[cfg(loom)]
+            Probe::hit(&self.probe.timeouts);
+        }
+        // SAFETY: we hold wait_lock.
+        unsafe { self.wl_unlock() };
+        core::mem::forget(bomb);
+        if acquired {
+            self.set_writer_owned_slow(me, saw_wr);
+            events::inc(Event::RwsemWlock);
+        }
+        acquired
+    }
+}
