@@ -193,11 +193,11 @@
 //! granter's `Acquire` grant CAS synchronised with the last writer. The
 //! owner word is a hint: all `Relaxed`.
 
+use crate::config::Switch;
 use crate::events::{self, Event};
 use crate::oncpu::{self, SpinStats};
 use crate::osq::Osq;
 use crate::spin::cpu_relax;
-use crate::switch::Switch;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sync::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, UnsafeCell};
 use crate::sys::{self, monotonic_ns};
