@@ -67,6 +67,7 @@
 //! `KLOCK_LOOM_BROKEN_WAKE_CHILD` (tests: marks a re-executed child
 //! process), `KLOCK_TEST_*` (unit tests).
 
+use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::sync::Mutex as StdMutex;
 
 /// How a spinning waiter learns whether the lock's owner is running on a
@@ -233,10 +234,10 @@ impl Config {
     /// changed, and the error names it (everything else is applied).
     pub fn apply(self) -> Result<(), ConfigError> {
         if let Some(on) = self.owner_spin {
-            crate::mutex::set_owner_spin(on);
+            OWNER_SPIN.set(on);
         }
         if let Some(on) = self.spin_adapt {
-            crate::spinadapt::set_enabled(on);
+            SPIN_ADAPT.set(on);
         }
         if let Some(on) = self.rwsem_reader_spin {
             crate::rwsem::set_reader_spin(on);
@@ -248,10 +249,10 @@ impl Config {
             crate::rwsem::set_reader_wait_ns(ns);
         }
         if let Some(on) = self.rt_spin {
-            crate::rtmutex::set_top_waiter_spin(on);
+            RT_SPIN.set(on);
         }
         if let Some(on) = self.rt_user_wait {
-            crate::rtmutex::set_user_wait(on);
+            RT_USER_WAIT.set(on);
         }
         if let Some(h) = self.bpf_hook {
             *lock(&BPF_HOOK) = Some(h);
@@ -264,8 +265,8 @@ impl Config {
         }
         if let Some(o) = self.oracle {
             // An oracle installed by `oncpu::use_oracle` or `set_oracle`
-            // means the environment default will never be consulted.
-            if crate::oncpu::oracle_chosen() || !ORACLE.set(o) {
+            // fixed the setting too (see `fix_oracle`).
+            if !ORACLE.set(o) {
                 too_late.push("oracle");
             }
         }
@@ -359,6 +360,69 @@ static LOCKSTAT_DUMP: Once<bool> = Once::new();
 static SPIN_UNLOCK: Once<SpinUnlock> = Once::new();
 static BPF_HOOK: StdMutex<Option<BpfHook>> = StdMutex::new(None);
 
+// --- run-time switches ------------------------------------------------------
+//
+// Process-wide on/off switches of the locks: on by default, off when an
+// environment variable says so (read once, at first use), and settable at
+// run time. The locks read them here (this module stores them, so that
+// [`Config::apply`] needs no lock module). Configuration, not
+// synchronisation: plain std atomics with `Relaxed` ordering.
+
+const UNREAD: u8 = 0;
+const ON: u8 = 1;
+const OFF: u8 = 2;
+
+/// One switch, named by its environment variable.
+pub(crate) struct Switch {
+    state: AtomicU8,
+    var: &'static str,
+}
+
+impl Switch {
+    /// A switch read from `var` at first use: `0`, `off`, `false` or `no`
+    /// (any case) turn it off; anything else, or no variable, leaves it on.
+    pub(crate) const fn new(var: &'static str) -> Self {
+        Self {
+            state: AtomicU8::new(UNREAD),
+            var,
+        }
+    }
+
+    /// Whether the switch is on.
+    #[inline]
+    pub(crate) fn get(&self) -> bool {
+        match self.state.load(Relaxed) {
+            ON => true,
+            OFF => false,
+            _ => self.read_env(),
+        }
+    }
+
+    /// Turn it on or off (overrides the environment).
+    pub(crate) fn set(&self, on: bool) {
+        self.state.store(if on { ON } else { OFF }, Relaxed);
+    }
+
+    #[cold]
+    fn read_env(&self) -> bool {
+        let off = env_switch(self.var) == Some(false);
+        // Keep a concurrent `set` if it came first.
+        let _ = self
+            .state
+            .compare_exchange(UNREAD, if off { OFF } else { ON }, Relaxed, Relaxed);
+        self.state.load(Relaxed) == ON
+    }
+}
+
+/// `KLOCK_OWNER_SPIN`: [`crate::mutex::owner_spin`].
+pub(crate) static OWNER_SPIN: Switch = Switch::new("KLOCK_OWNER_SPIN");
+/// `KLOCK_SPIN_ADAPT`: [`crate::spinadapt::enabled`].
+pub(crate) static SPIN_ADAPT: Switch = Switch::new("KLOCK_SPIN_ADAPT");
+/// `KLOCK_RT_SPIN`: [`crate::rtmutex::top_waiter_spin`].
+pub(crate) static RT_SPIN: Switch = Switch::new("KLOCK_RT_SPIN");
+/// `KLOCK_RT_USER_WAIT`: [`crate::rtmutex::user_wait`].
+pub(crate) static RT_USER_WAIT: Switch = Switch::new("KLOCK_RT_USER_WAIT");
+
 // --- what the locks call ----------------------------------------------------
 
 /// The base spin budget, if set in code or by `KLOCK_SPIN_NS` (else the
@@ -387,6 +451,13 @@ pub(crate) fn oracle() -> Oracle {
             })
         })
         .unwrap_or_default()
+}
+
+/// An oracle was installed without reading the setting (chosen in code
+/// with `oncpu::use_oracle` or `set_oracle`): the setting will never be
+/// consulted, so fix it as it is.
+pub(crate) fn fix_oracle() {
+    let _ = ORACLE.read(|| None);
 }
 
 /// How a spinlock's fast-path owner unlocks. Fixes the setting.
@@ -511,6 +582,16 @@ mod tests {
         assert_eq!(e.too_late(), ["spin_ns"]);
         assert!(e.to_string().contains("spin_ns"), "{e}");
         assert_eq!(crate::oncpu::base_spin_ns(), base, "unchanged");
+    }
+
+    #[test]
+    fn unset_is_on_and_set_overrides() {
+        let s = Switch::new("KLOCK_TEST_SWITCH_NEVER_DEFINED");
+        assert!(s.get());
+        s.set(false);
+        assert!(!s.get());
+        s.set(true);
+        assert!(s.get());
     }
 
     #[test]

@@ -25,6 +25,12 @@
 //! `sched_switch` program, `oncpu_bpf`) and [`spinadapt`] (the per-lock
 //! test of whether spinning pays).
 //!
+//! The modules sit in layers, each naming only its own layer or those
+//! below: the platform (`sys`, `thread`, `sync`, `spin`); the oracle and
+//! the instruments ([`oncpu`], [`events`], [`spinadapt`], [`config`]); the
+//! locks; and this crate root, which re-exports them (`docs/design.md`,
+//! "Layers").
+//!
 //! The design, the benchmarks that measure these locks against `std`,
 //! `parking_lot` and glibc, and their results are described in the
 //! repository's `README.md` and `docs/`.
@@ -53,7 +59,6 @@ pub mod rwsem;
 #[doc(hidden)]
 pub mod spin;
 pub mod spinadapt;
-mod switch;
 #[doc(hidden)]
 pub mod sync;
 #[doc(hidden)]

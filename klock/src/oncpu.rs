@@ -143,6 +143,7 @@ impl OracleKind {
 pub fn set_oracle(oracle: &'static dyn OnCpu) {
     // Release pairs with the Acquire load in `oracle`.
     ORACLE.store(Box::into_raw(Box::new(oracle)), Release);
+    crate::config::fix_oracle();
 }
 
 /// Switch to a built-in oracle. [`OracleKind::Bpf`] loads and attaches
@@ -154,6 +155,7 @@ pub fn use_oracle(kind: OracleKind) -> Result<(), String> {
         OracleKind::Budget => {
             // Release pairs with the Acquire load in `oracle`.
             ORACLE.store(&BUDGET_REF as *const _ as *mut _, Release);
+            crate::config::fix_oracle();
             #[cfg(all(feature = "bpf", not(loom)))]
             crate::oncpu_bpf::unload();
             Ok(())
@@ -163,6 +165,7 @@ pub fn use_oracle(kind: OracleKind) -> Result<(), String> {
             {
                 crate::oncpu_bpf::load().map_err(|e| e.to_string())?;
                 ORACLE.store(&BPF_REF as *const _ as *mut _, Release);
+                crate::config::fix_oracle();
                 Ok(())
             }
             #[cfg(not(all(feature = "bpf", not(loom))))]
@@ -173,14 +176,6 @@ pub fn use_oracle(kind: OracleKind) -> Result<(), String> {
 
 #[cfg(not(all(feature = "bpf", not(loom))))]
 const BPF_MISSING: &str = "the bpf oracle is not built in: rebuild klock with `--features bpf`";
-
-/// Whether an oracle is in place already (chosen at first use, or by
-/// [`use_oracle`] / [`set_oracle`]): [`crate::config::Config::oracle`]
-/// can no longer choose it.
-pub(crate) fn oracle_chosen() -> bool {
-    // Relaxed: only whether it is null is used, nothing it points to.
-    !ORACLE.load(Relaxed).is_null()
-}
 
 /// Which built-in oracle is in use (`None`: not chosen yet, or a custom
 /// one from [`set_oracle`]).

@@ -60,7 +60,7 @@
 //! only because contenders read the decision, and tests the rates, while
 //! someone holds the lock.
 
-use crate::switch::Switch;
+use crate::config::SPIN_ADAPT as ADAPT;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 /// Acquisitions between two clock readings.
@@ -83,8 +83,6 @@ const SETTLE_SPIN: u8 = 1;
 const MEASURE_SPIN: u8 = 2;
 const SETTLE_NOSPIN: u8 = 3;
 const MEASURE_NOSPIN: u8 = 4;
-
-static ADAPT: Switch = Switch::new("KLOCK_SPIN_ADAPT");
 
 /// Whether locks that may adapt do (on unless `KLOCK_SPIN_ADAPT=0` or
 /// [`set_enabled`]`(false)`).

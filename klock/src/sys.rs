@@ -86,13 +86,7 @@ pub fn futex_wake(_word: &AtomicU32, _n: u32) -> usize {
     0
 }
 
-/// The calling thread's kernel thread id, cached per thread.
-#[inline]
-pub fn gettid() -> u32 {
-    crate::thread::current_tid()
-}
-
-/// Uncached `gettid(2)`.
+/// Uncached `gettid(2)` (the cached one is [`crate::thread::current_tid`]).
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) fn gettid_uncached() -> u32 {
     rustix::thread::gettid().as_raw_nonzero().get() as u32
@@ -185,6 +179,6 @@ mod tests {
         assert!(b >= a);
         assert!((current_cpu() as usize) < 4096);
         assert!(online_cpus() >= 1);
-        assert_eq!(gettid(), gettid_uncached());
+        assert_eq!(crate::thread::current_tid(), gettid_uncached());
     }
 }

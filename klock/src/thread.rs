@@ -159,8 +159,7 @@ mod imp {
 
     impl Drop for Ctx {
         fn drop(&mut self) {
-            #[cfg(feature = "bpf")]
-            crate::oncpu_bpf::on_thread_exit(self.tid);
+            super::hooks::run_exit(self.tid);
             if let Some(s) = self.slot {
                 s.tid.store(0, Ordering::Relaxed);
                 s.mcs_depth.store(0, Ordering::Relaxed);
@@ -174,12 +173,11 @@ mod imp {
             let tid = crate::sys::gettid_uncached();
             let slot = take_index().map(slot);
             if let Some(s) = slot {
-                // SeqCst: pairs with the bpf oracle's sweep of live slots
-                // (see `oncpu_bpf::on_thread_start`).
+                // SeqCst: pairs with the registration of a thread hook
+                // and the sweep of live slots after it (see `hooks`).
                 s.tid.store(tid, Ordering::SeqCst);
             }
-            #[cfg(feature = "bpf")]
-            crate::oncpu_bpf::on_thread_start(tid);
+            super::hooks::run_start(tid);
             Ctx { slot, tid }
         };
     }
@@ -227,7 +225,91 @@ mod imp {
     }
 }
 
+#[cfg(not(loom))]
+pub use hooks::{register_hooks, ThreadHooks, MAX_HOOKS};
 pub use imp::high_water;
+
+// Callbacks run when a thread context is created or destroyed, registered
+// by the layers above (the eBPF oracle keeps its table of threads with
+// them), so that this module names nothing above it. Not under loom: no
+// layer above registers one there.
+#[cfg(not(loom))]
+mod hooks {
+    use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    /// What a layer above runs on thread start and exit, with the thread's
+    /// kernel tid. Called on that thread, inside its context's creation or
+    /// destruction: they must not take a klock lock.
+    #[derive(Debug)]
+    pub struct ThreadHooks {
+        /// The thread's context was just created.
+        pub start: fn(u32),
+        /// The thread's context is being destroyed.
+        pub exit: fn(u32),
+    }
+
+    /// How many hooks can be registered.
+    pub const MAX_HOOKS: usize = 4;
+
+    static HOOKS: [AtomicPtr<ThreadHooks>; MAX_HOOKS] =
+        [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_HOOKS];
+    /// How many entries of `HOOKS` are set; they are never removed.
+    static COUNT: AtomicUsize = AtomicUsize::new(0);
+    /// Serialises registrations (cold).
+    static REGISTER: Mutex<()> = Mutex::new(());
+
+    /// Register `hooks` for every thread context created or destroyed from
+    /// now on. Registering the same hooks again does nothing. `false` if
+    /// [`MAX_HOOKS`] other hooks are registered already.
+    ///
+    /// To see the threads alive before the registration too, register
+    /// first and then sweep [`slot`](super::slot)`(1..=`[`high_water`](super::high_water)`())`:
+    /// a thread stores its tid in its slot (`SeqCst`) before it reads the
+    /// hooks (`SeqCst`), and this stores the hooks (`SeqCst`) before the
+    /// sweep reads the slots (`SeqCst`), so every thread is seen by its
+    /// start hook or by the sweep (or both).
+    pub fn register_hooks(hooks: &'static ThreadHooks) -> bool {
+        let _g = REGISTER.lock().unwrap_or_else(|e| e.into_inner());
+        let n = COUNT.load(Ordering::Relaxed);
+        let new = hooks as *const ThreadHooks as *mut ThreadHooks;
+        if HOOKS[..n]
+            .iter()
+            .any(|h| core::ptr::eq(h.load(Ordering::Relaxed), new))
+        {
+            return true;
+        }
+        if n == MAX_HOOKS {
+            return false;
+        }
+        HOOKS[n].store(new, Ordering::Relaxed);
+        // SeqCst: publishes the entry (Release) and orders it before the
+        // caller's sweep of the slots (see the module docs).
+        COUNT.store(n + 1, Ordering::SeqCst);
+        true
+    }
+
+    /// The registered hooks: one load when there are none. `SeqCst`, as
+    /// the thread's store of its tid before it (a plain load on x86-64).
+    #[inline]
+    fn each(mut f: impl FnMut(&ThreadHooks)) {
+        let n = COUNT.load(Ordering::SeqCst);
+        for h in &HOOKS[..n] {
+            // SAFETY: set entries point at `'static` hooks and never change.
+            f(unsafe { &*h.load(Ordering::Relaxed) });
+        }
+    }
+
+    #[inline]
+    pub(super) fn run_start(tid: u32) {
+        each(|h| (h.start)(tid));
+    }
+
+    #[inline]
+    pub(super) fn run_exit(tid: u32) {
+        each(|h| (h.exit)(tid));
+    }
+}
 
 /// The slot for thread index `index` (1..=[`MAX_THREADS`]).
 #[inline]

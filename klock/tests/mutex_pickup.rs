@@ -34,7 +34,7 @@ fn pickup_cannot_be_stolen<const SPIN: u8>() {
     let g = m.lock();
     std::thread::scope(|s| {
         s.spawn(|| {
-            victim_tid.store(klock::sys::gettid(), SeqCst);
+            victim_tid.store(klock::thread::current_tid(), SeqCst);
             let mut g = m.lock();
             *g += 1;
             got_it.store(true, SeqCst);

@@ -310,7 +310,7 @@ fn preempted_holder_wait<W: klock::mutex::WaitLockRaw + 'static>() -> (Duration,
         let (lock, done, high_tid) = (lock.clone(), done.clone(), high_tid.clone());
         let arriving = arriving.clone();
         spawn_rt(move || {
-            high_tid.store(klock::sys::gettid(), Release);
+            high_tid.store(klock::thread::current_tid(), Release);
             arriving.store(true, Release);
             become_rt(20);
             let t0 = Instant::now();

@@ -168,7 +168,7 @@ impl BenchLock for PiFutexLock {
     }
     #[inline]
     fn write<T>(&self, f: impl FnOnce() -> T) -> T {
-        let me = klock::sys::gettid();
+        let me = klock::thread::current_tid();
         // Acquire pairs with the Release CAS of the previous owner (the
         // kernel path is a full barrier).
         if self.0.compare_exchange(0, me, Acquire, Relaxed).is_err() {

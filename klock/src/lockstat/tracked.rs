@@ -262,18 +262,18 @@ unsafe impl<R: lock_api::RawRwLock> lock_api::RawRwLock for Tracked<R> {
 
 /// A tracked [`crate::SpinLock`] whose class is the caller's location.
 #[track_caller]
-pub fn spinlock<T>(value: T) -> TrackedMutex<crate::RawQSpinLock, T> {
+pub fn spinlock<T>(value: T) -> TrackedMutex<crate::qspinlock::RawQSpinLock, T> {
     lock_api::Mutex::from_raw(Tracked::here(), value)
 }
 
 /// A tracked [`crate::Mutex`] whose class is the caller's location.
 #[track_caller]
-pub fn mutex<T>(value: T) -> TrackedMutex<crate::RawMutex, T> {
+pub fn mutex<T>(value: T) -> TrackedMutex<crate::mutex::RawMutex, T> {
     lock_api::Mutex::from_raw(Tracked::here(), value)
 }
 
 /// A tracked [`crate::RwLock`] whose class is the caller's location.
 #[track_caller]
-pub fn rwlock<T>(value: T) -> TrackedRwLock<crate::RawQRwLock, T> {
+pub fn rwlock<T>(value: T) -> TrackedRwLock<crate::qrwlock::RawQRwLock, T> {
     lock_api::RwLock::from_raw(Tracked::here_rw(), value)
 }

@@ -125,6 +125,7 @@
 //! modification order (the lost-wake-up argument needs nothing more), and
 //! the list they describe is protected by `wait_lock`.
 
+use crate::config::OWNER_SPIN as GLOBAL_SPIN;
 #[cfg(not(loom))]
 use crate::events::{self, Event};
 use crate::oncpu::{self, SpinStats};
@@ -132,7 +133,6 @@ use crate::osq::Osq;
 #[cfg(not(loom))]
 use crate::spinadapt::Decision;
 use crate::spinadapt::{self, SpinAdapt};
-use crate::switch::Switch;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sync::{AtomicU32, AtomicUsize, UnsafeCell};
 #[cfg(not(loom))]
@@ -193,8 +193,8 @@ pub use crate::oncpu::MAX_OWNER_BUDGETS;
 /// Default for [`handoff_ns`]: 4 ms, the kernel's order of magnitude.
 pub const DEFAULT_HANDOFF_NS: u64 = 4_000_000;
 
-// Global switches. Plain std atomics: configuration, not synchronisation.
-static GLOBAL_SPIN: Switch = Switch::new("KLOCK_OWNER_SPIN");
+// Global settings. Plain std atomics: configuration, not synchronisation.
+// The owner-spin switch (`GLOBAL_SPIN`) is kept by `config`.
 static HANDOFF_AFTER: StdAtomicU64 = StdAtomicU64::new(DEFAULT_HANDOFF_NS);
 
 /// The global `OWNER_SPIN` / `NO_OWNER_SPIN` switch, for locks of mode

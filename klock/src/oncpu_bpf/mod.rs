@@ -41,9 +41,10 @@
 //!
 //! # Registration
 //!
-//! Tied to klock's thread context ([`crate::thread`]): a thread registers
-//! itself (state 1: it is running) when its context is created and clears
-//! its tag when it exits. Loading the program sweeps the threads alive at
+//! Tied to klock's thread context ([`crate::thread`]), through the thread
+//! hooks this module registers there when it first maps its table: a
+//! thread registers itself (state 1: it is running) when its context is
+//! created and clears its tag when it exits. Loading the program sweeps the threads alive at
 //! that moment (state 0 until their next switch-in). Two live threads
 //! whose tids collide in the table keep the first; the second reads as
 //! unknown, and the locks then use their time budget for it.
@@ -182,7 +183,7 @@ static STATE: Mutex<State> = Mutex::new(State {
 
 #[inline]
 fn table() -> Option<&'static [Entry]> {
-    // Acquire pairs with the Release store in `ensure_map`: the mapping
+    // Acquire pairs with the Release store in `load_with`: the mapping
     // is set up before the pointer is seen.
     let p = TABLE.load(Ordering::Acquire);
     if p.is_null() {
@@ -246,9 +247,16 @@ fn register(t: &[Entry], tid: u32, running: bool) {
     }
 }
 
-/// A thread context was created (called by [`crate::thread`]).
-pub(crate) fn on_thread_start(tid: u32) {
-    // SeqCst pairs with the SeqCst store in `ensure_map` and the slot
+/// The thread hooks this oracle registers with [`crate::thread`] when it
+/// first maps its table.
+static THREAD_HOOKS: crate::thread::ThreadHooks = crate::thread::ThreadHooks {
+    start: on_thread_start,
+    exit: on_thread_exit,
+};
+
+/// A thread context was created (a hook registered with [`crate::thread`]).
+fn on_thread_start(tid: u32) {
+    // SeqCst pairs with the SeqCst store in `load_with` and the slot
     // sweep after it: either this thread sees the table, or the sweep
     // sees this thread's slot (whose tid was stored before this call).
     if TABLE.load(Ordering::SeqCst).is_null() {
@@ -259,8 +267,9 @@ pub(crate) fn on_thread_start(tid: u32) {
     }
 }
 
-/// A thread context is being destroyed (called by [`crate::thread`]).
-pub(crate) fn on_thread_exit(tid: u32) {
+/// A thread context is being destroyed (a hook registered with
+/// [`crate::thread`]).
+fn on_thread_exit(tid: u32) {
     if let Some(t) = table() {
         let e = &t[(tid & MASK) as usize];
         // Only our own tag; Relaxed as in `register`.
@@ -301,6 +310,14 @@ pub fn load_with(hook: Option<Hook>) -> Result<(), BpfError> {
     let map_fd = match &st.map {
         Some(fd) => fd.as_raw_fd(),
         None => {
+            // Threads created from now on register themselves (the hooks
+            // do nothing until the table is published); those alive now
+            // are swept below. The hook registration (SeqCst inside) comes
+            // before that sweep: a thread that misses the hooks has stored
+            // its tid where the sweep reads it.
+            if !crate::thread::register_hooks(&THREAD_HOOKS) {
+                return Err(BpfError("bpf oracle: no room for its thread hooks".into()));
+            }
             let fd = sys::map_create()?;
             let raw = fd.as_raw_fd();
             let p = sys::map_mmap(&fd)?;

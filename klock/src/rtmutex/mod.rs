@@ -141,8 +141,8 @@
 //! and panics with a clear message on the `lock_api` path
 //! ([`lock_api::Mutex::lock`]).
 
+use crate::config::{RT_SPIN as GLOBAL_SPIN, RT_USER_WAIT as GLOBAL_USER_WAIT};
 use crate::oncpu::SpinStats;
-use crate::switch::Switch;
 use crate::sync::AtomicU32;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sys;
@@ -250,9 +250,8 @@ impl core::fmt::Display for RtMutexError {
 
 impl std::error::Error for RtMutexError {}
 
-// Global switches. Plain std atomics: configuration, not synchronisation.
-static GLOBAL_SPIN: Switch = Switch::new("KLOCK_RT_SPIN");
-static GLOBAL_USER_WAIT: Switch = Switch::new("KLOCK_RT_USER_WAIT");
+// Global settings. Plain std atomics: configuration, not synchronisation.
+// The switches (`GLOBAL_SPIN`, `GLOBAL_USER_WAIT`) are kept by `config`.
 /// 0: try FUTEX_LOCK_PI2; 1: the kernel said ENOSYS (or a test forced it):
 /// use FUTEX_LOCK_PI with a CLOCK_REALTIME deadline.
 static NO_LOCK_PI2: StdAtomicU8 = StdAtomicU8::new(0);

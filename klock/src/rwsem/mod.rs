@@ -193,9 +193,9 @@
 //! granter's `Acquire` grant CAS synchronised with the last writer. The
 //! owner word is a hint: all `Relaxed`.
 
+use crate::config::Switch;
 use crate::oncpu::SpinStats;
 use crate::osq::Osq;
-use crate::switch::Switch;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, UnsafeCell};
 #[cfg(not(loom))]
