@@ -208,17 +208,21 @@ use core::sync::atomic::AtomicU64 as StdAtomicU64;
 #[cfg(not(loom))]
 use std::time::Duration;
 
+#[cfg(not(loom))]
+mod api;
 #[cfg(loom)]
 mod loom_probe;
 mod read;
 mod spin;
 #[cfg(all(test, not(loom)))]
 mod tests;
+mod tuning;
 mod wait;
 mod write;
 
 #[cfg(loom)]
 pub use loom_probe::Probe;
+pub use tuning::*;
 
 // ---- count word ----
 /// Count word: a writer holds the lock.
@@ -261,151 +265,6 @@ pub const OWNER_FLAGS: usize = READER_OWNED | NONSPINNABLE;
 pub const OWNER_SHIFT: u32 = 3;
 /// Mask of the tid field.
 pub const OWNER_MASK: usize = !OWNER_FLAGS;
-
-/// At most this many readers are granted the lock by one wake-up.
-pub const MAX_READERS_WAKEUP: u64 = 256;
-/// Reader-owned spin threshold: base.
-pub const RSPIN_BASE_NS: u64 = 10_000;
-/// Reader-owned spin threshold: per reader holding the lock.
-pub const RSPIN_PER_READER_NS: u64 = 500;
-/// Reader-owned spin threshold: cap.
-pub const RSPIN_MAX_NS: u64 = 25_000;
-/// Default for [`wait_timeout_ns`]: 4 ms (the kernel's `RWSEM_WAIT_TIMEOUT`
-/// order of magnitude).
-pub const DEFAULT_WAIT_TIMEOUT_NS: u64 = 4_000_000;
-/// Default for [`reader_wait_ns`]: no bound (`u64::MAX`), the kernel's
-/// policy: readers queued behind a writer wait for that writer, whose own
-/// hand-off bounds the wait. A finite bound makes the rwsem fairer to
-/// readers at a large cost in throughput (see `docs/locks/rwsem.md`).
-pub const DEFAULT_READER_WAIT_NS: u64 = u64::MAX;
-/// Default for [`reader_grant_ns`]: readers at the front of the queue are
-/// woken to compete for the lock until they have waited the hand-off bound
-/// ([`DEFAULT_WAIT_TIMEOUT_NS`]); then they are granted it. Under loom, 0
-/// (always grant: the models of the grant keep their meaning; the models
-/// of the competing wake-up set their lock's bound).
-pub const DEFAULT_READER_GRANT_NS: u64 = if cfg!(loom) {
-    0
-} else {
-    DEFAULT_WAIT_TIMEOUT_NS
-};
-pub use crate::oncpu::MAX_OWNER_BUDGETS;
-
-/// Per-lock switch value: follow the global switch.
-pub const GLOBAL: u8 = 0;
-/// Per-lock switch value: on.
-pub const ON: u8 = 1;
-/// Per-lock switch value: off.
-pub const OFF: u8 = 2;
-/// Per-lock `RSPIN` value only: readers do not spin; they steal the lock
-/// when no writer and no other reader holds it (module docs, "Reader lock
-/// stealing"). The global switch has no such setting.
-pub const STEAL: u8 = 3;
-
-/// How long a writer may spin on a lock held by `readers` readers before
-/// it marks the lock nonspinnable: `(10 + readers/2)` µs, at most 25 µs.
-/// (Under loom: 3 µs, i.e. three clock readings.)
-#[inline]
-pub fn rspin_threshold_ns(readers: u64) -> u64 {
-    if cfg!(loom) {
-        3_000
-    } else {
-        RSPIN_BASE_NS
-            .saturating_add(readers.saturating_mul(RSPIN_PER_READER_NS))
-            .min(RSPIN_MAX_NS)
-    }
-}
-
-// ---- global switches (configuration, not synchronisation: std atomics) ----
-static GLOBAL_RSPIN: Switch = Switch::new("KLOCK_RWSEM_RSPIN");
-static GLOBAL_ADAPTIVE: Switch = Switch::new("KLOCK_RWSEM_ADAPTIVE");
-static WAIT_TIMEOUT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_WAIT_TIMEOUT_NS);
-static READER_WAIT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_READER_WAIT_NS);
-static READER_WAIT_ENV: std::sync::Once = std::sync::Once::new();
-static READER_GRANT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_READER_GRANT_NS);
-
-/// The global reader-spinning switch, for locks whose `RSPIN` is
-/// [`GLOBAL`] (the default [`crate::RwSem`]). On unless
-/// `KLOCK_RWSEM_RSPIN=0` (read once) or [`set_reader_spin`]`(false)`.
-#[inline]
-pub fn reader_spin() -> bool {
-    GLOBAL_RSPIN.get()
-}
-
-/// Turn reader optimistic spinning on or off for locks following the
-/// global switch. Takes effect at the next slow-path read lock.
-pub fn set_reader_spin(on: bool) {
-    GLOBAL_RSPIN.set(on);
-}
-
-/// The global adaptive-disabling switch, for locks whose `ADAPTIVE` is
-/// [`GLOBAL`]. On unless `KLOCK_RWSEM_ADAPTIVE=0` (read once) or
-/// [`set_adaptive`]`(false)`.
-#[inline]
-pub fn adaptive() -> bool {
-    GLOBAL_ADAPTIVE.get()
-}
-
-/// Turn adaptive disabling of reader spinning on or off for locks
-/// following the global switch.
-pub fn set_adaptive(on: bool) {
-    GLOBAL_ADAPTIVE.set(on);
-}
-
-/// How long (ns) a first waiter waits before it demands a hand-off.
-pub fn wait_timeout_ns() -> u64 {
-    WAIT_TIMEOUT.load(core::sync::atomic::Ordering::Relaxed)
-}
-
-/// Set the hand-off bound (ns) for all rw-semaphores. 0: every first
-/// waiter demands the lock at once.
-pub fn set_wait_timeout_ns(ns: u64) {
-    WAIT_TIMEOUT.store(ns, core::sync::atomic::Ordering::Relaxed);
-}
-
-/// The reader wait bound (ns): readers queued behind a writer at the
-/// front of the wait list that have waited this long (or
-/// [`wait_timeout_ns`], if shorter) are granted the lock by the next write
-/// unlock, past that writer. Writers stealing the lock from the front
-/// writer cannot starve them longer.
-///
-/// Default [`DEFAULT_READER_WAIT_NS`], or `KLOCK_RWSEM_READER_WAIT_NS`
-/// (read once, at the first call; `max` = no bound) unless
-/// [`set_reader_wait_ns`] was called first.
-pub fn reader_wait_ns() -> u64 {
-    READER_WAIT_ENV.call_once(|| {
-        if let Some(ns) = crate::config::env_ns("KLOCK_RWSEM_READER_WAIT_NS") {
-            READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
-        }
-    });
-    READER_WAIT.load(core::sync::atomic::Ordering::Relaxed)
-}
-
-/// Set the reader wait bound (ns) for all rw-semaphores: smaller is fairer
-/// to readers and costs writer throughput (each grant starts a read phase
-/// that writers wait out); `u64::MAX` leaves readers behind a writer to
-/// that writer's own hand-off ([`wait_timeout_ns`]).
-pub fn set_reader_wait_ns(ns: u64) {
-    READER_WAIT_ENV.call_once(|| {});
-    READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
-}
-
-/// The reader grant bound (ns): a wake-up of readers at the front of the
-/// queue *grants* them the lock (they return owning it, the kernel's
-/// `rwsem_mark_wake`) once the first of them has waited this long, or has
-/// requested a hand-off; before that it only wakes them (unlinked) to
-/// compete for it. A granted reader owns the lock from the grant until it
-/// has run and unlocked, however long the scheduler takes to run it; with
-/// more threads than CPUs that wait dominated (see `docs/locks/rwsem.md`). `0`: always
-/// grant (the kernel's policy); `u64::MAX`: grant only on a hand-off.
-pub fn reader_grant_ns() -> u64 {
-    READER_GRANT.load(core::sync::atomic::Ordering::Relaxed)
-}
-
-/// Set the reader grant bound (ns) for all rw-semaphores (see
-/// [`reader_grant_ns`]).
-pub fn set_reader_grant_ns(ns: u64) {
-    READER_GRANT.store(ns, core::sync::atomic::Ordering::Relaxed);
-}
 
 #[inline(always)]
 fn my_id() -> usize {
@@ -923,100 +782,5 @@ impl<const R: u8, const A: u8, W: WaitLockRaw> core::fmt::Debug for RawRwSemWith
             .field("rd_nonspinnable", &(o & RD_NONSPINNABLE != 0))
             .field("wr_nonspinnable", &(o & WR_NONSPINNABLE != 0))
             .finish()
-    }
-}
-
-// SAFETY: readers/writer exclusion as argued in the module docs (and
-// checked by the loom models); every lock path acquires, every unlock
-// releases.
-#[cfg(not(loom))]
-unsafe impl<const R: u8, const A: u8, W: WaitLockRaw> lock_api::RawRwLock
-    for RawRwSemWith<R, A, W>
-{
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = Self::new();
-    type SharedGuard = ReadGuard;
-    type ExclusiveGuard = WriteGuard;
-
-    #[inline]
-    fn lock_shared(&self) -> ReadGuard {
-        self.raw_lock_shared()
-    }
-
-    #[inline]
-    fn try_lock_shared(&self) -> Option<ReadGuard> {
-        self.raw_try_lock_shared()
-    }
-
-    #[inline]
-    unsafe fn unlock_shared(&self, _guard: ReadGuard) {
-        // SAFETY: forwarded contract.
-        unsafe { self.raw_unlock_shared() }
-    }
-
-    #[inline]
-    fn lock_exclusive(&self) -> WriteGuard {
-        self.raw_lock_exclusive()
-    }
-
-    #[inline]
-    fn try_lock_exclusive(&self) -> Option<WriteGuard> {
-        self.raw_try_lock_exclusive()
-    }
-
-    #[inline]
-    unsafe fn unlock_exclusive(&self, guard: WriteGuard) {
-        // SAFETY: forwarded contract.
-        unsafe { self.raw_unlock_exclusive(guard) }
-    }
-
-    #[inline]
-    fn is_locked(&self) -> bool {
-        self.is_held()
-    }
-
-    #[inline]
-    fn is_locked_exclusive(&self) -> bool {
-        self.is_write_held()
-    }
-}
-
-// SAFETY: the write lock becomes a read lock in one RMW; no writer can
-// get in between.
-#[cfg(not(loom))]
-unsafe impl<const R: u8, const A: u8, W: WaitLockRaw> lock_api::RawRwLockDowngrade
-    for RawRwSemWith<R, A, W>
-{
-    #[inline]
-    unsafe fn downgrade(&self, guard: WriteGuard) -> ReadGuard {
-        // SAFETY: forwarded contract.
-        unsafe { self.raw_downgrade(guard) }
-    }
-}
-
-// SAFETY: a timed-out attempt owns nothing and has left every queue.
-#[cfg(not(loom))]
-unsafe impl<const R: u8, const A: u8, W: WaitLockRaw> lock_api::RawRwLockTimed
-    for RawRwSemWith<R, A, W>
-{
-    type Duration = Duration;
-    type Instant = std::time::Instant;
-
-    fn try_lock_shared_for(&self, timeout: Duration) -> Option<ReadGuard> {
-        self.raw_try_lock_shared_until_ns(sys::deadline_after(timeout))
-    }
-
-    fn try_lock_shared_until(&self, timeout: std::time::Instant) -> Option<ReadGuard> {
-        let left = timeout.saturating_duration_since(std::time::Instant::now());
-        self.raw_try_lock_shared_until_ns(sys::deadline_after(left))
-    }
-
-    fn try_lock_exclusive_for(&self, timeout: Duration) -> Option<WriteGuard> {
-        self.raw_try_lock_exclusive_until_ns(sys::deadline_after(timeout))
-    }
-
-    fn try_lock_exclusive_until(&self, timeout: std::time::Instant) -> Option<WriteGuard> {
-        let left = timeout.saturating_duration_since(std::time::Instant::now());
-        self.raw_try_lock_exclusive_until_ns(sys::deadline_after(left))
     }
 }
