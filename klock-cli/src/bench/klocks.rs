@@ -65,8 +65,9 @@ impl TryBench for QRw {
     }
 }
 
-/// The (paravirt) queued spinlock with the portable 32-bit RMW unlock
-/// instead of the x86-64 byte store: shows what the per-arch unlock saves.
+/// The (paravirt) queued spinlock, always unlocked with the 32-bit RMW,
+/// beside `qspinlock`, whose plain unlock is whichever of byte store and
+/// RMW the process found faster.
 pub struct QSpinRmw(klock::RawQSpinLock);
 
 impl BenchLock for QSpinRmw {

@@ -99,7 +99,7 @@ pub fn all() -> Vec<LockEntry> {
             "klock-qspinlock",
             "paravirt,pending-loops=512,unlock=rmw",
             false,
-            "klock::SpinLock with the portable 32-bit RMW unlock instead of the x86-64 byte store"
+            "klock::SpinLock through its raw calls, always unlocking with the 32-bit RMW (qspinlock uses whichever of byte store and RMW this CPU runs faster)"
         ),
         entry!(
             KMutex<{ klock::mutex::OWNER_SPIN }>,

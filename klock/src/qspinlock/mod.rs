@@ -529,10 +529,9 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         unsafe { unlock::unlock_plain(&self.word) }
     }
 
-    /// The portable unlock: a 32-bit `fetch_sub` (one access size
-    /// per word). Used on every architecture but x86-64 and under loom;
-    /// public (hidden) so `klock bench` can measure what the x86 byte store
-    /// saves.
+    /// Release the lock with the 32-bit `fetch_sub` whatever this process
+    /// chose for plain owners ([`unlock`]): public (hidden) so `klock
+    /// bench` can run both unlocks side by side (`qspinlock-rmw`).
     ///
     /// # Safety
     /// As for [`raw_unlock`](Self::raw_unlock).
@@ -545,12 +544,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
                 return self.unlock_pv::<CORRECT>(v);
             }
         }
-        // (*,*,1) -> (*,*,0). Release pairs with the Acquire of whoever
-        // takes the lock next: the fast-path / trylock CAS, the pending
-        // waiter's fetch_or or locked-byte wait, or the queue head's wait
-        // for (n,0,0).
-        let old = self.word.fetch_sub(LOCKED, Release);
-        debug_assert_eq!(old & LOCKED_MASK, LOCKED, "unlock of an unlocked qspinlock");
+        unlock::rmw_unlock(&self.word);
     }
 
     /// Locked, pending or queued: a [`raw_try_lock`](Self::raw_try_lock) now

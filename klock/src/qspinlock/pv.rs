@@ -574,6 +574,8 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         }
         // SAFETY: `next` points into a ThreadSlot, which is never freed.
         let next = unsafe { &*next };
+        // The successor left asleep for our unlock to wake (lazy baton).
+        let mut deferred = 0;
         if MODE == KICK_BEFORE_BATON {
             // BROKEN (loom only): look at the successor before passing the
             // baton; it may halt in between and never be woken.
@@ -600,19 +602,18 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
                     // free (the guard carries the address). It sleeps on a
                     // word that no longer holds HALTED, so only a wake (or
                     // a spurious return) gets it out, and both find the
-                    // baton.
-                    #[cfg(loom)]
-                    Probe::hit(&self.probe.handoffs);
-                    Self::put_node(slot, level);
-                    return futex_key(&next.state);
+                    // baton. Its node lives in a ThreadSlot, never freed,
+                    // so the address stays valid for the late wake-up.
+                    deferred = futex_key(&next.state);
+                } else {
+                    self.kick_successor(futex_key(&next.state));
                 }
-                self.kick_successor(futex_key(&next.state));
             }
         }
         #[cfg(loom)]
         Probe::hit(&self.probe.handoffs);
         Self::put_node(slot, level);
-        0
+        deferred
     }
 
     /// Wait for the MCS baton on `node`: spin while it pays, else sleep on
