@@ -35,6 +35,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 mod cond;
 mod mutex;
 mod rtmutex;
+mod rw;
 mod rwlock;
 mod rwsem;
 mod spin;

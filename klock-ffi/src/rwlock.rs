@@ -1,12 +1,12 @@
 //! `klock_rwlock_t`: [`klock::RawQRwLock`], the kernel's queued rwlock.
 
+use crate::rw::{RwImpl, RwRaw};
 use crate::time::poll_for;
-use crate::time::time_left;
-use crate::{errno, get, guarded, me};
+use crate::{errno, get, guarded};
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use klock::RawQRwLock;
 use lock_api::{GuardSend, RawRwLock as _};
+use std::time::Duration;
 
 /// A reader-writer spinlock: the kernel's queued rwlock (readers share;
 /// contended lockers queue FIFO on a queued spinlock; a waiting writer
@@ -25,90 +25,19 @@ pub struct klock_rwlock_t {
 
 /// The layout inside a `klock_rwlock_t`; all-zero bytes are an unlocked
 /// rwlock (`RawQRwLock::new()` is all zeros).
-#[repr(C)]
-pub(crate) struct RwLockImpl {
-    raw: RawQRwLock,
-    /// The write holder's tid, 0 if none: set by the writer after locking,
-    /// cleared by it before unlocking. Only a thread that set it can read
-    /// its own tid here.
-    writer: AtomicU32,
-}
+pub(crate) type RwLockImpl = RwImpl<RawQRwLock>;
 
-impl RwLockImpl {
-    fn written_by_me(&self) -> bool {
-        self.writer.load(Relaxed) == me()
+/// The queued rwlock has no timed slow path: a timed attempt polls the
+/// try-lock ([`poll_for`]).
+impl RwRaw for RawQRwLock {
+    fn shared_guard() -> GuardSend {
+        GuardSend::new()
     }
-
-    fn wrote(&self, got: bool, err: c_int) -> Result<(), c_int> {
-        if !got {
-            return Err(err);
-        }
-        self.writer.store(me(), Relaxed);
-        Ok(())
+    fn lock_shared_within(&self, left: Duration) -> Option<GuardSend> {
+        poll_for(left, || self.try_lock_shared().is_some()).then(GuardSend::new)
     }
-
-    fn rdlock(&self) -> Result<(), c_int> {
-        if self.written_by_me() {
-            return Err(libc::EDEADLK);
-        }
-        let _ = self.raw.lock_shared();
-        Ok(())
-    }
-
-    fn tryrdlock(&self) -> Result<(), c_int> {
-        self.raw.try_lock_shared().map(drop).ok_or(libc::EBUSY)
-    }
-
-    fn timedrdlock(&self, clock: libc::clockid_t, ts: *const libc::timespec) -> Result<(), c_int> {
-        // SAFETY: forwarded from the C caller's contract.
-        let left = unsafe { time_left(clock, ts) }?;
-        if self.written_by_me() {
-            return Err(libc::EDEADLK);
-        }
-        if poll_for(left, || self.raw.try_lock_shared().is_some()) {
-            Ok(())
-        } else {
-            Err(libc::ETIMEDOUT)
-        }
-    }
-
-    fn wrlock(&self) -> Result<(), c_int> {
-        if self.written_by_me() {
-            return Err(libc::EDEADLK);
-        }
-        let _ = self.raw.lock_exclusive();
-        self.wrote(true, 0)
-    }
-
-    fn trywrlock(&self) -> Result<(), c_int> {
-        self.wrote(self.raw.try_lock_exclusive().is_some(), libc::EBUSY)
-    }
-
-    fn timedwrlock(&self, clock: libc::clockid_t, ts: *const libc::timespec) -> Result<(), c_int> {
-        // SAFETY: forwarded from the C caller's contract.
-        let left = unsafe { time_left(clock, ts) }?;
-        if self.written_by_me() {
-            return Err(libc::EDEADLK);
-        }
-        let got = poll_for(left, || self.raw.try_lock_exclusive().is_some());
-        self.wrote(got, libc::ETIMEDOUT)
-    }
-
-    fn unlock(&self) -> Result<(), c_int> {
-        if self.written_by_me() {
-            self.writer.store(0, Relaxed);
-            // SAFETY: we hold the write lock.
-            unsafe { self.raw.unlock_exclusive(GuardSend::new()) };
-            Ok(())
-        } else if self.raw.is_locked_exclusive() || !self.raw.is_locked() {
-            // Another thread's write hold, or no hold at all.
-            Err(libc::EPERM)
-        } else {
-            // Readers hold it: by the caller's contract, the caller is one.
-            // SAFETY: a read hold of the caller's is released.
-            unsafe { self.raw.unlock_shared(GuardSend::new()) };
-            Ok(())
-        }
+    fn lock_exclusive_within(&self, left: Duration) -> Option<GuardSend> {
+        poll_for(left, || self.try_lock_exclusive().is_some()).then(GuardSend::new)
     }
 }
 
@@ -129,12 +58,7 @@ pub unsafe extern "C" fn klock_rwlock_init(
         // SAFETY: the caller's contract (`get` checks null, size, alignment).
         errno(unsafe { get::<_, RwLockImpl>(l) }.map(|_| {
             // SAFETY: non-null, writable, unused by others.
-            unsafe {
-                l.cast::<RwLockImpl>().write(RwLockImpl {
-                    raw: RawQRwLock::new(),
-                    writer: AtomicU32::new(0),
-                })
-            }
+            unsafe { l.cast::<RwLockImpl>().write(RwLockImpl::new()) }
         }))
     })
 }
@@ -148,7 +72,7 @@ pub unsafe extern "C" fn klock_rwlock_destroy(l: *mut klock_rwlock_t) -> c_int {
     guarded(|| {
         // SAFETY: the caller's contract.
         errno(unsafe { get::<_, RwLockImpl>(l) }.and_then(|l| {
-            if l.raw.is_locked() {
+            if l.is_locked() {
                 Err(libc::EBUSY)
             } else {
                 Ok(())

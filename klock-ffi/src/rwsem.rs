@@ -1,15 +1,13 @@
 //! `klock_rwsem_t`: [`klock::RawRwSem`], the kernel's read-write
 //! semaphore.
 
-use crate::time::time_left;
-use crate::{errno, get, guarded, me};
-use core::cell::UnsafeCell;
+use crate::rw::{RwImpl, RwRaw};
+use crate::{errno, get, guarded};
 use core::ffi::c_int;
-use core::mem::MaybeUninit;
-use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
-use klock::rwsem::WriteGuard;
+use klock::rwsem::{ReadGuard, WriteGuard};
 use klock::RawRwSem;
-use lock_api::{GuardNoSend, RawRwLock as _, RawRwLockTimed as _};
+use lock_api::{RawRwLock as _, RawRwLockTimed as _};
+use std::time::Duration;
 
 /// A read-write semaphore: the kernel's `struct rw_semaphore` (readers
 /// share, writers exclude; optimistic spinning on a running writer, then
@@ -24,98 +22,24 @@ pub struct klock_rwsem_t {
 
 /// The layout inside a `klock_rwsem_t`; all-zero bytes are an unlocked
 /// rw-semaphore (`RawRwSem::new()` is all zeros).
-#[repr(C)]
-pub(crate) struct RwSemImpl {
-    raw: RawRwSem,
-    /// The write holder's tid, 0 if none: set by the writer after locking,
-    /// cleared by it before unlocking. Only a thread that set it can read
-    /// its own tid here.
-    writer: AtomicU32,
-    /// The writer's guard; only the write holder touches it.
-    guard: UnsafeCell<MaybeUninit<WriteGuard>>,
-}
+pub(crate) type RwSemImpl = RwImpl<RawRwSem>;
 
-impl RwSemImpl {
-    fn written_by_me(&self) -> bool {
-        self.writer.load(Relaxed) == me()
+impl RwRaw for RawRwSem {
+    fn shared_guard() -> ReadGuard {
+        ReadGuard::new()
     }
-
-    fn wrote(&self, g: Option<WriteGuard>, err: c_int) -> Result<(), c_int> {
-        let g = g.ok_or(err)?;
-        // SAFETY: we hold the write lock: only we touch `guard`.
-        unsafe { (*self.guard.get()).write(g) };
-        self.writer.store(me(), Relaxed);
-        Ok(())
-    }
-
-    fn rdlock(&self) -> Result<(), c_int> {
-        if self.written_by_me() {
-            return Err(libc::EDEADLK);
-        }
-        let _ = self.raw.lock_shared();
-        Ok(())
-    }
-
-    fn tryrdlock(&self) -> Result<(), c_int> {
-        self.raw.try_lock_shared().map(drop).ok_or(libc::EBUSY)
-    }
-
-    fn timedrdlock(&self, clock: libc::clockid_t, ts: *const libc::timespec) -> Result<(), c_int> {
-        // SAFETY: forwarded from the C caller's contract.
-        let left = unsafe { time_left(clock, ts) }?;
-        if self.written_by_me() {
-            return Err(libc::EDEADLK);
-        }
-        let g = if left.is_zero() {
-            self.raw.try_lock_shared()
+    fn lock_shared_within(&self, left: Duration) -> Option<ReadGuard> {
+        if left.is_zero() {
+            self.try_lock_shared()
         } else {
-            self.raw.try_lock_shared_for(left)
-        };
-        g.map(drop).ok_or(libc::ETIMEDOUT)
-    }
-
-    fn wrlock(&self) -> Result<(), c_int> {
-        if self.written_by_me() {
-            return Err(libc::EDEADLK);
+            self.try_lock_shared_for(left)
         }
-        self.wrote(Some(self.raw.lock_exclusive()), 0)
     }
-
-    fn trywrlock(&self) -> Result<(), c_int> {
-        self.wrote(self.raw.try_lock_exclusive(), libc::EBUSY)
-    }
-
-    fn timedwrlock(&self, clock: libc::clockid_t, ts: *const libc::timespec) -> Result<(), c_int> {
-        // SAFETY: forwarded from the C caller's contract.
-        let left = unsafe { time_left(clock, ts) }?;
-        if self.written_by_me() {
-            return Err(libc::EDEADLK);
-        }
-        let g = if left.is_zero() {
-            self.raw.try_lock_exclusive()
+    fn lock_exclusive_within(&self, left: Duration) -> Option<WriteGuard> {
+        if left.is_zero() {
+            self.try_lock_exclusive()
         } else {
-            self.raw.try_lock_exclusive_for(left)
-        };
-        self.wrote(g, libc::ETIMEDOUT)
-    }
-
-    fn unlock(&self) -> Result<(), c_int> {
-        if self.written_by_me() {
-            self.writer.store(0, Relaxed);
-            // SAFETY: we hold the write lock and recorded its guard.
-            unsafe {
-                let g = (*self.guard.get()).assume_init_read();
-                self.raw.unlock_exclusive(g);
-            }
-            Ok(())
-        } else if self.raw.is_locked_exclusive() || !self.raw.is_locked() {
-            // Another thread's write hold, or no hold at all.
-            Err(libc::EPERM)
-        } else {
-            // Readers hold it: by the caller's contract, the caller is one.
-            // SAFETY: a read hold of the caller's is released.
-            unsafe { self.raw.unlock_shared(GuardNoSend::new()) };
-            Ok(())
+            self.try_lock_exclusive_for(left)
         }
     }
 }
@@ -137,13 +61,7 @@ pub unsafe extern "C" fn klock_rwsem_init(
         // SAFETY: the caller's contract (`get` checks null, size, alignment).
         errno(unsafe { get::<_, RwSemImpl>(l) }.map(|_| {
             // SAFETY: non-null, writable, unused by others.
-            unsafe {
-                l.cast::<RwSemImpl>().write(RwSemImpl {
-                    raw: RawRwSem::new(),
-                    writer: AtomicU32::new(0),
-                    guard: UnsafeCell::new(MaybeUninit::uninit()),
-                })
-            }
+            unsafe { l.cast::<RwSemImpl>().write(RwSemImpl::new()) }
         }))
     })
 }
@@ -157,7 +75,7 @@ pub unsafe extern "C" fn klock_rwsem_destroy(l: *mut klock_rwsem_t) -> c_int {
     guarded(|| {
         // SAFETY: the caller's contract.
         errno(unsafe { get::<_, RwSemImpl>(l) }.and_then(|l| {
-            if l.raw.is_locked() {
+            if l.is_locked() {
                 Err(libc::EBUSY)
             } else {
                 Ok(())

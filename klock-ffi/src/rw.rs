@@ -1,0 +1,134 @@
+//! What `klock_rwsem_t` and `klock_rwlock_t` share: a raw reader-writer
+//! lock held in place, the write holder's tid (for `EDEADLK` and `EPERM`)
+//! and its guard, and POSIX's one unlock for either kind of hold. The two
+//! locks differ only in how a timed attempt waits ([`RwRaw`]).
+
+use crate::me;
+use crate::time::time_left;
+use core::cell::UnsafeCell;
+use core::ffi::c_int;
+use core::mem::MaybeUninit;
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::time::Duration;
+
+/// A `lock_api` reader-writer lock as the C API drives it.
+pub(crate) trait RwRaw: lock_api::RawRwLock {
+    /// The guard of a read hold the caller has (readers keep none: the
+    /// guards carry no state).
+    fn shared_guard() -> Self::SharedGuard;
+    /// Read-lock, waiting at most `left` (zero: one try).
+    fn lock_shared_within(&self, left: Duration) -> Option<Self::SharedGuard>;
+    /// Write-lock, waiting at most `left` (zero: one try).
+    fn lock_exclusive_within(&self, left: Duration) -> Option<Self::ExclusiveGuard>;
+}
+
+/// The layout inside the opaque C type; all-zero bytes are an unlocked
+/// lock when `R::INIT` is all zeros (both of klock's are).
+#[repr(C)]
+pub(crate) struct RwImpl<R: RwRaw> {
+    raw: R,
+    /// The write holder's tid, 0 if none: set by the writer after locking,
+    /// cleared by it before unlocking. Only a thread that set it can read
+    /// its own tid here.
+    writer: AtomicU32,
+    /// The writer's guard; only the write holder touches it.
+    guard: UnsafeCell<MaybeUninit<R::ExclusiveGuard>>,
+}
+
+impl<R: RwRaw> RwImpl<R> {
+    pub(crate) fn new() -> Self {
+        Self {
+            raw: R::INIT,
+            writer: AtomicU32::new(0),
+            guard: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+
+    pub(crate) fn is_locked(&self) -> bool {
+        self.raw.is_locked()
+    }
+
+    fn written_by_me(&self) -> bool {
+        self.writer.load(Relaxed) == me()
+    }
+
+    fn wrote(&self, g: Option<R::ExclusiveGuard>, err: c_int) -> Result<(), c_int> {
+        let g = g.ok_or(err)?;
+        // SAFETY: we hold the write lock: only we touch `guard`.
+        unsafe { (*self.guard.get()).write(g) };
+        self.writer.store(me(), Relaxed);
+        Ok(())
+    }
+
+    pub(crate) fn rdlock(&self) -> Result<(), c_int> {
+        if self.written_by_me() {
+            return Err(libc::EDEADLK);
+        }
+        let _ = self.raw.lock_shared();
+        Ok(())
+    }
+
+    pub(crate) fn tryrdlock(&self) -> Result<(), c_int> {
+        self.raw.try_lock_shared().map(drop).ok_or(libc::EBUSY)
+    }
+
+    pub(crate) fn timedrdlock(
+        &self,
+        clock: libc::clockid_t,
+        ts: *const libc::timespec,
+    ) -> Result<(), c_int> {
+        // SAFETY: forwarded from the C caller's contract.
+        let left = unsafe { time_left(clock, ts) }?;
+        if self.written_by_me() {
+            return Err(libc::EDEADLK);
+        }
+        self.raw
+            .lock_shared_within(left)
+            .map(drop)
+            .ok_or(libc::ETIMEDOUT)
+    }
+
+    pub(crate) fn wrlock(&self) -> Result<(), c_int> {
+        if self.written_by_me() {
+            return Err(libc::EDEADLK);
+        }
+        self.wrote(Some(self.raw.lock_exclusive()), 0)
+    }
+
+    pub(crate) fn trywrlock(&self) -> Result<(), c_int> {
+        self.wrote(self.raw.try_lock_exclusive(), libc::EBUSY)
+    }
+
+    pub(crate) fn timedwrlock(
+        &self,
+        clock: libc::clockid_t,
+        ts: *const libc::timespec,
+    ) -> Result<(), c_int> {
+        // SAFETY: forwarded from the C caller's contract.
+        let left = unsafe { time_left(clock, ts) }?;
+        if self.written_by_me() {
+            return Err(libc::EDEADLK);
+        }
+        self.wrote(self.raw.lock_exclusive_within(left), libc::ETIMEDOUT)
+    }
+
+    pub(crate) fn unlock(&self) -> Result<(), c_int> {
+        if self.written_by_me() {
+            self.writer.store(0, Relaxed);
+            // SAFETY: we hold the write lock and recorded its guard.
+            unsafe {
+                let g = (*self.guard.get()).assume_init_read();
+                self.raw.unlock_exclusive(g);
+            }
+            Ok(())
+        } else if self.raw.is_locked_exclusive() || !self.raw.is_locked() {
+            // Another thread's write hold, or no hold at all.
+            Err(libc::EPERM)
+        } else {
+            // Readers hold it: by the caller's contract, the caller is one.
+            // SAFETY: a read hold of the caller's is released.
+            unsafe { self.raw.unlock_shared(R::shared_guard()) };
+            Ok(())
+        }
+    }
+}
