@@ -2,4 +2,5 @@
 //! suites and `klock stat`) and the torture tester.
 
 pub mod bench;
+pub mod run;
 pub mod torture;

@@ -1,7 +1,7 @@
 //! `klock`: the kernel's lock experiments, torture and lockstat for userspace.
 
 use clap::{Args, Parser, Subcommand};
-use klock_cli::{bench, torture};
+use klock_cli::{bench, run, torture};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -25,6 +25,24 @@ enum Cmd {
     Torture(TortureArgs),
     /// Run a bench workload with lockstat tracking on; print /proc/lock_stat and lockmeter tables.
     Stat(StatArgs),
+    /// Run a program on klock's locks: libklock_preload.so replaces its pthread mutexes,
+    /// rwlocks, spinlocks and condition variables (exits with the program's status).
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The preload library (default: KLOCK_PRELOAD, else libklock_preload.so beside klock).
+    #[arg(long, value_name = "PATH")]
+    preload: Option<PathBuf>,
+    /// The program and its arguments, after `--`.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM"
+    )]
+    command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Args)]
@@ -166,19 +184,37 @@ fn torture_main(a: TortureArgs) -> ExitCode {
     ExitCode::from(code as u8)
 }
 
+fn run_main(a: RunArgs) -> ExitCode {
+    let opts = run::Options {
+        preload: a.preload,
+        command: a.command,
+    };
+    match run::run(&opts) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("klock run: error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // klock's plain lock ids run under the budget oracle unless
     // KLOCK_ONCPU chooses (the `-bpf` ids attach the eBPF program for
     // their own runs only), so that a run compares like with like.
-    if std::env::var_os("KLOCK_ONCPU").is_none() {
-        let _ = klock::oncpu::use_oracle(klock::oncpu::OracleKind::Budget);
-    } else {
-        // The eBPF oracle loads in the background: have it in place before
-        // the first lock.
-        klock::oncpu::wait_for_oracle(std::time::Duration::from_secs(2));
+    // `klock run` starts another program and needs no oracle here.
+    if !matches!(cli.cmd, Cmd::Run(_)) {
+        if std::env::var_os("KLOCK_ONCPU").is_none() {
+            let _ = klock::oncpu::use_oracle(klock::oncpu::OracleKind::Budget);
+        } else {
+            // The eBPF oracle loads in the background: have it in place
+            // before the first lock.
+            klock::oncpu::wait_for_oracle(std::time::Duration::from_secs(2));
+        }
     }
     match cli.cmd {
+        Cmd::Run(a) => run_main(a),
         Cmd::Torture(a) => torture_main(a),
         Cmd::Stat(a) => {
             let opts = bench::Options {

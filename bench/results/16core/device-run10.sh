@@ -1,6 +1,6 @@
 #!/bin/bash
 # Run 10: rwsem (with its throughput test, readers adding their counts in batches of 16) against rwsem-fixed,
-# std and parking_lot in rwsem-rate, four runs a point, two alternating passes.
+# std and parking_lot in rwsem-rate, three runs a point, two alternating passes.
 B=$PWD/.dev/klock
 R=/tmp/r10; mkdir -p $R
 { echo "klock rev $(cat .dev/REV)"; nproc; uptime; } > $R/uptime.txt

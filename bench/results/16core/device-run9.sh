@@ -1,6 +1,6 @@
 #!/bin/bash
 # Run 9: rwsem (with its throughput test, each read unlock counting by one RMW beside the lock word) against rwsem-fixed,
-# std and parking_lot in rwsem-rate, four runs a point, two alternating passes.
+# std and parking_lot in rwsem-rate, three runs a point, two alternating passes.
 B=$PWD/.dev/klock
 R=/tmp/r9; mkdir -p $R
 { echo "klock rev $(cat .dev/REV)"; nproc; uptime; } > $R/uptime.txt
