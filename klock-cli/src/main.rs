@@ -35,6 +35,13 @@ struct RunArgs {
     /// The preload library (default: KLOCK_PRELOAD, else libklock_preload.so beside klock).
     #[arg(long, value_name = "PATH")]
     preload: Option<PathBuf>,
+    /// Print the lock profile when the program exits (KLOCK_STAT=1): per lock, sorted by total wait.
+    #[arg(long)]
+    stat: bool,
+    /// Run the program N times with glibc's locks and N times with klock's, alternating, and
+    /// print their wall and CPU times side by side.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    compare: Option<u64>,
     /// The program and its arguments, after `--`.
     #[arg(
         required = true,
@@ -187,6 +194,8 @@ fn torture_main(a: TortureArgs) -> ExitCode {
 fn run_main(a: RunArgs) -> ExitCode {
     let opts = run::Options {
         preload: a.preload,
+        stat: a.stat,
+        compare: a.compare.map(|n| n as usize),
         command: a.command,
     };
     match run::run(&opts) {

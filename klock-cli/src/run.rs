@@ -1,9 +1,12 @@
 //! `klock run`: run an unmodified program on klock's locks, through
 //! `libklock_preload.so` in `LD_PRELOAD`.
 //!
-//! The command only finds the library and starts the program with it;
-//! the library itself replaces the program's pthread lock calls (see
-//! `docs/preload.md`).
+//! The command finds the library and starts the program with it; the
+//! library itself replaces the program's pthread lock calls and, with
+//! `--stat` (`KLOCK_STAT=1`), prints the lock profile at exit (see
+//! `docs/preload.md`). `--compare N` runs the program N times with
+//! glibc's locks and N times with klock's, alternating, and prints both
+//! side by side.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -17,6 +20,10 @@ pub const PRELOAD_NAME: &str = "libklock_preload.so";
 pub struct Options {
     /// `--preload PATH`: the library to use instead of the one found.
     pub preload: Option<PathBuf>,
+    /// `--stat`: the lock profile at exit (`KLOCK_STAT=1`).
+    pub stat: bool,
+    /// `--compare N`: N rounds of glibc against klock.
+    pub compare: Option<usize>,
     /// The program and its arguments.
     pub command: Vec<OsString>,
 }
@@ -108,33 +115,166 @@ pub fn ld_preload_value(lib: &Path, existing: Option<&OsStr>) -> OsString {
     v
 }
 
-/// Run the program with the preload; return its exit code (128 + the
-/// signal's number if a signal ended it, as a shell reports it).
-pub fn run(opts: &Options) -> Result<u8, RunError> {
-    let lib = find_preload(opts.preload.as_deref())?;
+/// The program's command line, with the preload (and the profile) set
+/// up, or glibc's own locks (`lib` is `None`).
+fn command(opts: &Options, lib: Option<&Path>) -> Result<Command, RunError> {
     let (program, args) = opts
         .command
         .split_first()
         .ok_or_else(|| RunError::Spawn("no program to run: klock run -- PROGRAM [ARGS]".into()))?;
-    let preload = ld_preload_value(&lib, std::env::var_os("LD_PRELOAD").as_deref());
-    let status = Command::new(program)
-        .args(args)
-        .env("LD_PRELOAD", preload)
-        .status()
-        .map_err(|e| {
-            RunError::Spawn(format!("cannot run {}: {e}", Path::new(program).display()))
-        })?;
-    if let Some(code) = status.code() {
-        // An exit status is 0..=255 on Linux.
-        return Ok(code as u8);
+    let mut c = Command::new(program);
+    c.args(args);
+    if let Some(lib) = lib {
+        let preload = ld_preload_value(lib, std::env::var_os("LD_PRELOAD").as_deref());
+        c.env("LD_PRELOAD", preload);
+        if opts.stat {
+            c.env("KLOCK_STAT", "1");
+        }
     }
+    Ok(c)
+}
+
+fn spawn_error(opts: &Options, e: std::io::Error) -> RunError {
+    let program = opts.command.first().map(PathBuf::from).unwrap_or_default();
+    RunError::Spawn(format!("cannot run {}: {e}", program.display()))
+}
+
+/// An exit status as a shell reports it: the code, or 128 + the signal.
+fn exit_code(status: std::process::ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
-    let sig = status.signal().unwrap_or(0);
-    eprintln!(
-        "klock run: {} ended by signal {sig}",
-        Path::new(program).display()
+    match status.code() {
+        // An exit status is 0..=255 on Linux.
+        Some(code) => code as u8,
+        None => 128u8.wrapping_add(status.signal().unwrap_or(0) as u8),
+    }
+}
+
+/// Run the program with the preload; return its exit code (128 + the
+/// signal's number if a signal ended it, as a shell reports it). With
+/// `compare`, run [`compare`] instead.
+pub fn run(opts: &Options) -> Result<u8, RunError> {
+    let lib = find_preload(opts.preload.as_deref())?;
+    if let Some(rounds) = opts.compare {
+        return compare(opts, &lib, rounds);
+    }
+    let status = command(opts, Some(&lib))?
+        .status()
+        .map_err(|e| spawn_error(opts, e))?;
+    if status.code().is_none() {
+        eprintln!(
+            "klock run: {} ended by signal {}",
+            opts.command[0].to_string_lossy(),
+            exit_code(status).wrapping_sub(128)
+        );
+    }
+    Ok(exit_code(status))
+}
+
+/// One run of the program, timed.
+struct Timed {
+    wall_s: f64,
+    cpu_s: f64,
+    code: u8,
+    /// The last non-empty line the program printed on stdout.
+    last_line: String,
+}
+
+/// CPU time (user + system) of this process's waited-for children, s.
+fn children_cpu_s() -> f64 {
+    // libc: rustix has no getrusage.
+    // SAFETY: all-zero bytes are a valid rusage.
+    let mut ru: libc::rusage = unsafe { core::mem::zeroed() };
+    // SAFETY: getrusage fills the struct we pass.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn timed(opts: &Options, lib: Option<&Path>) -> Result<Timed, RunError> {
+    let mut c = command(opts, lib)?;
+    c.stdout(std::process::Stdio::piped());
+    let cpu0 = children_cpu_s();
+    let t0 = std::time::Instant::now();
+    let out = c.output().map_err(|e| spawn_error(opts, e))?;
+    let wall_s = t0.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    Ok(Timed {
+        wall_s,
+        cpu_s: children_cpu_s() - cpu0,
+        code: exit_code(out.status),
+        last_line: stdout
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim()
+            .to_string(),
+    })
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// `--compare N`: the program N times on glibc's locks and N times on
+/// klock's, alternating (glibc first), so that both see the same drift of
+/// a shared machine. Prints each run (wall and CPU time, exit status, the
+/// program's last line of output, where a benchmark prints its result)
+/// and the medians. Returns 0 if every run exited 0, else 1.
+pub fn compare(opts: &Options, lib: &Path, rounds: usize) -> Result<u8, RunError> {
+    if rounds == 0 {
+        return Err(RunError::Spawn("--compare needs at least 1 round".into()));
+    }
+    let shown: Vec<String> = opts
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    println!(
+        "klock run --compare {rounds}: `{}`, glibc's locks against klock's ({}), alternating",
+        shown.join(" "),
+        lib.display()
     );
-    Ok(128u8.wrapping_add(sig as u8))
+    println!(
+        "{:>5}  {:<5}  {:>9}  {:>9}  {:>4}  program's last line",
+        "round", "locks", "wall s", "CPU s", "exit"
+    );
+    let (mut wall, mut cpu) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    let mut failed = false;
+    for round in 1..=rounds {
+        for (i, (name, l)) in [("glibc", None), ("klock", Some(lib))]
+            .into_iter()
+            .enumerate()
+        {
+            let t = timed(opts, l)?;
+            println!(
+                "{round:>5}  {name:<5}  {:>9.3}  {:>9.3}  {:>4}  {}",
+                t.wall_s, t.cpu_s, t.code, t.last_line
+            );
+            failed |= t.code != 0;
+            wall[i].push(t.wall_s);
+            cpu[i].push(t.cpu_s);
+        }
+    }
+    let (wg, wk) = (median(&mut wall[0]), median(&mut wall[1]));
+    let (cg, ck) = (median(&mut cpu[0]), median(&mut cpu[1]));
+    println!(
+        "median wall: glibc {wg:.3} s, klock {wk:.3} s (klock takes {:.2}x glibc's time); \
+         median CPU: glibc {cg:.3} s, klock {ck:.3} s ({:.2}x)",
+        wk / wg.max(1e-9),
+        ck / cg.max(1e-9)
+    );
+    if failed {
+        eprintln!("klock run: error: a run exited with a non-zero status (see the exit column)");
+        return Ok(1);
+    }
+    Ok(0)
 }
 
 #[cfg(test)]
