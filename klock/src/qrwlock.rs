@@ -269,7 +269,7 @@ impl RawQRwLock {
         if ended {
             #[cfg(loom)]
             Probe::hit(&self.probe.wakes);
-            crate::qspinlock::pv::pv_kick(crate::qspinlock::pv::futex_key(&self.cnts));
+            crate::qspinlock::pv_ops::pv_kick(crate::qspinlock::pv_ops::futex_key(&self.cnts));
         }
     }
 
@@ -370,7 +370,7 @@ impl RawQRwLock {
     /// that ends the wait wakes it. Returns the value that satisfied
     /// `done` (with `SLEEPER` if we set it).
     fn wait_or_sleep(&self, order: Ordering, done: impl Fn(u32) -> bool) -> u32 {
-        use crate::qspinlock::pv::{pv_wait, spin_ns, Budget};
+        use crate::qspinlock::pv_ops::{pv_wait, spin_ns, Budget};
         let mut budget = Budget::new(spin_ns());
         let mut v = self.cnts.load(order);
         loop {

@@ -148,7 +148,8 @@
 
 mod native;
 pub(crate) mod pv;
-pub use pv::{pv_tuning, set_pv_tuning, PvTuning, DEFAULT_RESERVE_NS};
+pub(crate) mod pv_ops;
+pub use pv_ops::{pv_tuning, set_pv_tuning, PvTuning, DEFAULT_RESERVE_NS};
 pub mod unlock;
 pub use unlock::plain_unlock_by_store;
 #[cfg(loom)]
