@@ -72,6 +72,41 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             .store(true, core::sync::atomic::Ordering::Relaxed);
     }
 
+    /// The broken unlock of [`set_loom_broken_unlock`], if set: release
+    /// without looking at `WAITERS` (a lost wake-up). Returns whether it
+    /// released the lock.
+    ///
+    /// [`set_loom_broken_unlock`]: Self::set_loom_broken_unlock
+    #[inline(always)]
+    pub(super) fn loom_broken_unlock(&self) -> bool {
+        if !self
+            .loom_broken_unlock
+            .load(core::sync::atomic::Ordering::Relaxed)
+        {
+            return false;
+        }
+        // BROKEN: see above.
+        self.owner.store(0, crate::sync::Ordering::Release);
+        true
+    }
+
+    /// What the fast unlock subtracts from the owner word: `me`, or with
+    /// [`set_loom_broken_handoff_release`] also `HANDOFF`, so the free
+    /// lock is no longer reserved for the first waiter (BROKEN).
+    ///
+    /// [`set_loom_broken_handoff_release`]: Self::set_loom_broken_handoff_release
+    #[inline(always)]
+    pub(super) fn loom_release_value(&self, me: usize) -> usize {
+        if self
+            .loom_broken_handoff
+            .load(core::sync::atomic::Ordering::Relaxed)
+        {
+            me | (self.owner.load(crate::sync::Ordering::Relaxed) & super::HANDOFF)
+        } else {
+            me
+        }
+    }
+
     /// Loom only: whether the wait list is empty (takes wait_lock).
     #[doc(hidden)]
     pub fn wait_list_is_empty(&self) -> bool {

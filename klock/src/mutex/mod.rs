@@ -473,12 +473,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     #[inline(always)]
     pub unsafe fn raw_unlock(&self, guard: OwnerGuard) {
         #[cfg(loom)]
-        if self
-            .loom_broken_unlock
-            .load(core::sync::atomic::Ordering::Relaxed)
-        {
-            // BROKEN (loom only): release without looking at WAITERS.
-            self.owner.store(0, Release);
+        if self.loom_broken_unlock() {
             return;
         }
         self.count_acquisition();
@@ -493,16 +488,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         // with none, or with `WAITERS|WOKEN` (the first waiter is awake),
         // nobody needs waking and this is all.
         #[cfg(loom)]
-        let me = if self
-            .loom_broken_handoff
-            .load(core::sync::atomic::Ordering::Relaxed)
-        {
-            // BROKEN (loom only): the release also drops HANDOFF, so the
-            // free lock is no longer reserved for the first waiter.
-            me | (self.owner.load(Relaxed) & HANDOFF)
-        } else {
-            me
-        };
+        let me = self.loom_release_value(me);
         let flags = self.owner.fetch_sub(me, Release) - me;
         if flags != 0 && flags != WW {
             self.unlock_released_slow(flags);
