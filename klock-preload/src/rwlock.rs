@@ -10,9 +10,15 @@
 //! than 0 or 1 there (2), and every call first turns that into 0. The
 //! preference itself needs no storage: the rw-semaphore is always writer
 //! fair (a reader queues behind a waiting writer), which is what
-//! `PREFER_WRITER_NONRECURSIVE` asks for. So with glibc's default
-//! (reader preference) a thread that read-locks a lock it already
-//! read-holds waits if a writer queued in between.
+//! `PREFER_WRITER_NONRECURSIVE` asks for.
+//!
+//! POSIX lets a thread read-lock a rwlock it already read-holds, and with
+//! glibc's default (reader preference) that never waits. Behind a queued
+//! writer it would wait here, for a writer that waits for it: so each
+//! thread takes the rw-semaphore's read lock once per rwlock and counts
+//! its further read holds in a thread-local list ([`READS`]). The list
+//! also makes a read unlock without a read hold `EPERM`, and a write lock
+//! by a reader `EDEADLK`.
 //!
 //! The write holder is the tid in the rw-semaphore's owner word, which a
 //! writer sets after locking and clears before unlocking: a thread finds
@@ -21,6 +27,7 @@
 
 use crate::time::time_left;
 use crate::{guarded, me, refused};
+use core::cell::RefCell;
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use klock::rwsem::{WriteGuard, OWNER_SHIFT, READER_OWNED};
@@ -62,6 +69,102 @@ unsafe fn raw<'a>(l: *mut pthread_rwlock_t) -> Result<&'a RawRwSem, c_int> {
     // alignment fit; all-zero and everything the rw-semaphore writes are
     // valid, and it only changes through atomics and its UnsafeCell.
     Ok(unsafe { &*l.cast::<RawRwSem>() })
+}
+
+std::thread_local! {
+    /// The rwlocks the calling thread read-holds (by address) and how many
+    /// times (module docs). Short: a thread holds few locks at once.
+    static READS: RefCell<Vec<(usize, u32)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// What [`drop_read`] found.
+enum Dropped {
+    /// One of several holds: the rw-semaphore stays read-held.
+    Counted,
+    /// The thread's last hold: release the rw-semaphore's read lock.
+    Last,
+    /// No hold recorded for this thread.
+    None,
+    /// The thread-local list is gone (the thread is exiting).
+    Unknown,
+}
+
+fn addr(r: &RawRwSem) -> usize {
+    r as *const RawRwSem as usize
+}
+
+/// If the calling thread read-holds `r`, count one more hold: `Some(0)`,
+/// or `Some(EAGAIN)` at the maximum. `None` if it holds none (or its
+/// thread-local list is gone).
+fn bump_read(r: &RawRwSem) -> Option<c_int> {
+    let a = addr(r);
+    READS
+        .try_with(|v| {
+            let mut v = v.borrow_mut();
+            let e = v.iter_mut().find(|e| e.0 == a)?;
+            Some(match e.1.checked_add(1) {
+                Some(n) => {
+                    e.1 = n;
+                    0
+                }
+                None => libc::EAGAIN,
+            })
+        })
+        .ok()
+        .flatten()
+}
+
+/// Record the calling thread's first read hold of `r` (nothing if its
+/// thread-local list is gone: that hold is then not counted).
+fn record_read(r: &RawRwSem) {
+    let a = addr(r);
+    let _ = READS.try_with(|v| v.borrow_mut().push((a, 1)));
+}
+
+/// Whether the calling thread read-holds `r`.
+fn read_by_me(r: &RawRwSem) -> bool {
+    let a = addr(r);
+    READS
+        .try_with(|v| v.borrow().iter().any(|e| e.0 == a))
+        .unwrap_or(false)
+}
+
+/// Drop one of the calling thread's read holds of `r`.
+fn drop_read(r: &RawRwSem) -> Dropped {
+    let a = addr(r);
+    READS
+        .try_with(|v| {
+            let mut v = v.borrow_mut();
+            match v.iter().position(|e| e.0 == a) {
+                None => Dropped::None,
+                Some(i) if v[i].1 > 1 => {
+                    v[i].1 -= 1;
+                    Dropped::Counted
+                }
+                Some(i) => {
+                    v.swap_remove(i);
+                    Dropped::Last
+                }
+            }
+        })
+        .unwrap_or(Dropped::Unknown)
+}
+
+/// Take a read hold of `r` with `take` (the rw-semaphore's read lock, at
+/// most once per thread): 0, `err` if `take` fails, `EDEADLK` if the
+/// caller write-holds `r`.
+fn read_lock(r: &RawRwSem, take: impl FnOnce() -> bool, err: c_int) -> c_int {
+    if written_by_me(r) {
+        return libc::EDEADLK;
+    }
+    if let Some(rc) = bump_read(r) {
+        return rc;
+    }
+    if !take() {
+        return err;
+    }
+    record_read(r);
+    0
 }
 
 /// Whether the calling thread write-holds `r`.
@@ -135,7 +238,8 @@ pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_i
     unsafe { with(l, |r| if r.is_held() { libc::EBUSY } else { 0 }) }
 }
 
-/// Read-lock `l`: 0, or `EDEADLK` if the caller write-holds it.
+/// Read-lock `l`: 0, or `EDEADLK` if the caller write-holds it. A read
+/// lock the caller already holds is counted and never waits.
 ///
 /// # Safety
 /// `l` is null or a live rwlock.
@@ -144,11 +248,14 @@ pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_in
     // SAFETY: the caller's contract.
     unsafe {
         with(l, |r| {
-            if written_by_me(r) {
-                return libc::EDEADLK;
-            }
-            let _ = r.raw_lock_shared();
-            0
+            read_lock(
+                r,
+                || {
+                    let _ = r.raw_lock_shared();
+                    true
+                },
+                0,
+            )
         })
     }
 }
@@ -161,9 +268,11 @@ pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_in
 pub unsafe extern "C" fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: the caller's contract.
     unsafe {
-        with(l, |r| match r.raw_try_lock_shared() {
-            Some(_) => 0,
-            None => libc::EBUSY,
+        with(l, |r| {
+            if written_by_me(r) {
+                return libc::EBUSY;
+            }
+            read_lock(r, || r.raw_try_lock_shared().is_some(), libc::EBUSY)
         })
     }
 }
@@ -174,19 +283,18 @@ fn timedrd(r: &RawRwSem, clock: libc::clockid_t, ts: *const timespec) -> c_int {
         Ok(left) => left,
         Err(e) => return e,
     };
-    if written_by_me(r) {
-        return libc::EDEADLK;
-    }
-    let g = if left.is_zero() {
-        r.raw_try_lock_shared()
-    } else {
-        r.raw_try_lock_shared_until_ns(klock::sys::deadline_after(left))
-    };
-    if g.is_some() {
-        0
-    } else {
-        libc::ETIMEDOUT
-    }
+    read_lock(
+        r,
+        || {
+            if left.is_zero() {
+                r.raw_try_lock_shared().is_some()
+            } else {
+                r.raw_try_lock_shared_until_ns(klock::sys::deadline_after(left))
+                    .is_some()
+            }
+        },
+        libc::ETIMEDOUT,
+    )
 }
 
 fn timedwr(r: &RawRwSem, clock: libc::clockid_t, ts: *const timespec) -> c_int {
@@ -195,7 +303,7 @@ fn timedwr(r: &RawRwSem, clock: libc::clockid_t, ts: *const timespec) -> c_int {
         Ok(left) => left,
         Err(e) => return e,
     };
-    if written_by_me(r) {
+    if written_by_me(r) || read_by_me(r) {
         return libc::EDEADLK;
     }
     let g = if left.is_zero() {
@@ -238,7 +346,8 @@ pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
     unsafe { with(l, |r| timedrd(r, clock, ts)) }
 }
 
-/// Write-lock `l`: 0, or `EDEADLK` if the caller write-holds it.
+/// Write-lock `l`: 0, or `EDEADLK` if the caller holds it (to read or
+/// to write).
 ///
 /// # Safety
 /// `l` is null or a live rwlock.
@@ -247,7 +356,7 @@ pub unsafe extern "C" fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_in
     // SAFETY: the caller's contract.
     unsafe {
         with(l, |r| {
-            if written_by_me(r) {
+            if written_by_me(r) || read_by_me(r) {
                 return libc::EDEADLK;
             }
             let _ = r.raw_lock_exclusive();
@@ -256,7 +365,8 @@ pub unsafe extern "C" fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_in
     }
 }
 
-/// Write-lock `l` if it is free: 0 or `EBUSY`.
+/// Write-lock `l` if it is free: 0 or `EBUSY` (also if the caller holds
+/// it).
 ///
 /// # Safety
 /// `l` is null or a live rwlock.
@@ -304,20 +414,29 @@ fn unlock(r: &RawRwSem) -> c_int {
     if written_by_me(r) {
         // SAFETY: we write-hold it; the guard is ours.
         unsafe { r.raw_unlock_exclusive(write_guard()) };
-        0
-    } else if r.is_write_held() || !r.is_held() {
-        libc::EPERM
-    } else {
-        // SAFETY: readers hold it; by the caller's contract the caller is
-        // one.
-        unsafe { r.raw_unlock_shared() };
-        0
+        return 0;
+    }
+    match drop_read(r) {
+        Dropped::Counted => 0,
+        Dropped::None => libc::EPERM,
+        Dropped::Last => {
+            // SAFETY: this thread took a read hold and recorded it.
+            unsafe { r.raw_unlock_shared() };
+            0
+        }
+        // No list to ask: trust the caller as far as the lock word allows.
+        Dropped::Unknown if r.is_write_held() || !r.is_held() => libc::EPERM,
+        Dropped::Unknown => {
+            // SAFETY: readers hold it; by the caller's contract the caller
+            // is one.
+            unsafe { r.raw_unlock_shared() };
+            0
+        }
     }
 }
 
-/// Release the caller's hold of `l`, read or write: 0, or `EPERM` if it
-/// is not held or another thread write-holds it (a read unlock by a
-/// thread that holds no read lock while others do is not detected).
+/// Release the caller's hold of `l`, read or write: 0, or `EPERM` if the
+/// caller holds none.
 ///
 /// # Safety
 /// `l` is null or a live rwlock.

@@ -1,53 +1,5 @@
-//! A compact mutex: the design of [`super`] in 40 bytes, for storage whose
-//! size someone else fixed (a C `pthread_mutex_t`, which is 40 bytes on
-//! x86-64 glibc: `klock-preload` replaces glibc's mutex with this one in
-//! place).
-//!
-//! [`RawMutex`](super::RawMutex) is 96 bytes, most of it the adaptive
-//! spin test's state. This form keeps the kernel design (an owner word
-//! naming the owner's tid, optimistic spinning while the owner runs, then
-//! a FIFO of sleepers each on its own futex word, and the hand-off that
-//! stops spinners from starving sleepers) and drops three userspace
-//! additions:
-//!
-//! * the adaptive test ([`crate::spinadapt`]): a contender spins on a
-//!   running owner whenever the global switch ([`super::owner_spin`]) is
-//!   on, as the kernel does ([`super::OWNER_SPIN_FIXED`] semantics);
-//! * the `WOKEN` bit: every unlock that finds `WAITERS` takes `wait_lock`
-//!   to mark the first waiter woken, even when it is awake already;
-//! * the spinner seats: instead of counting spinners, a new locker spins
-//!   only if the OSQ is empty, so at most one new locker and the first
-//!   waiter spin on one lock (the seat limit on 2 CPUs is one).
-//!
-//! # Layout
-//!
-//! `repr(C)`, 8-byte aligned, all-zero bytes an unlocked mutex:
-//!
-//! | bytes | field | |
-//! |---|---|---|
-//! | 0..4 | `owner` | `tid << 3 \| PICKUP \| HANDOFF \| WAITERS` |
-//! | 4..8 | `osq` | tail of the optimistic spinners' queue |
-//! | 8..12 | `wait_lock` | protects `list` and the setting of `WAITERS`/`HANDOFF` |
-//! | 12..16 | `spin` | adaptive spin budget ([`SpinStats`]) |
-//! | 16..24 | `spare` | two words the lock never touches, for its embedder |
-//! | 24..40 | `list` | FIFO of sleeping waiters (head, tail) |
-//!
-//! The spare words sit where glibc keeps a mutex's kind (offset 16), so
-//! an embedder can leave glibc's static initializers' kind in place.
-//!
-//! A Linux tid is below 2^22 (`PID_MAX_LIMIT`), so `tid << 3` fits 32 bits.
-//!
-//! # State transitions
-//!
-//! As in [`super`] without `WOKEN`: fast lock `(0, -) -> (me, -)`; fast
-//! unlock `(me, F) -> (0, F)` by `fetch_sub`, then, with `WAITERS`, under
-//! `wait_lock` hand a `HANDOFF` lock to the first waiter `(0, HANDOFF|F)
-//! -> (W, PICKUP|WAITERS)` and mark it woken; the first waiter sets
-//! `HANDOFF` after [`super::handoff_ns`]; the last waiter to leave clears
-//! `WAITERS|HANDOFF`. Orderings as argued in [`super`]: acquiring CASes
-//! `Acquire`, releasing RMWs `Release`, flag RMWs `Relaxed` (ordered with
-//! the releases by the word's modification order, the list by
-//! `wait_lock`).
+//! The compact mutex, [`RawMutexCompact`]: the design of [`crate::mutex`]
+//! in 40 bytes.
 
 use super::{handoff_ns, owner_spin};
 use crate::oncpu::{self, SpinStats, MAX_OWNER_BUDGETS};
@@ -95,9 +47,59 @@ impl Linked for Waiter {
     }
 }
 
-/// The kernel's optimistic-spinning mutex in 40 bytes (see the
-/// [module docs](self)). Driven without guards: the owner word says who
-/// holds it, so callers (a C API) need no place to keep one.
+/// A compact mutex: the design of [`crate::mutex`] in 40 bytes, for storage whose
+/// size someone else fixed (a C `pthread_mutex_t`, which is 40 bytes on
+/// x86-64 glibc: `klock-preload` replaces glibc's mutex with this one in
+/// place).
+///
+/// [`RawMutex`](crate::mutex::RawMutex) is 96 bytes, most of it the adaptive
+/// spin test's state. This form keeps the kernel design (an owner word
+/// naming the owner's tid, optimistic spinning while the owner runs, then
+/// a FIFO of sleepers each on its own futex word, and the hand-off that
+/// stops spinners from starving sleepers) and drops three userspace
+/// additions:
+///
+/// * the adaptive test ([`crate::spinadapt`]): a contender spins on a
+///   running owner whenever the global switch ([`crate::mutex::owner_spin`]) is
+///   on, as the kernel does ([`crate::mutex::OWNER_SPIN_FIXED`] semantics);
+/// * the `WOKEN` bit: every unlock that finds `WAITERS` takes `wait_lock`
+///   to mark the first waiter woken, even when it is awake already;
+/// * the spinner seats: instead of counting spinners, a new locker spins
+///   only if the OSQ is empty, so at most one new locker and the first
+///   waiter spin on one lock (the seat limit on 2 CPUs is one).
+///
+/// # Layout
+///
+/// `repr(C)`, 8-byte aligned, all-zero bytes an unlocked mutex:
+///
+/// | bytes | field | |
+/// |---|---|---|
+/// | 0..4 | `owner` | `tid << 3 \| PICKUP \| HANDOFF \| WAITERS` |
+/// | 4..8 | `osq` | tail of the optimistic spinners' queue |
+/// | 8..12 | `wait_lock` | protects `list` and the setting of `WAITERS`/`HANDOFF` |
+/// | 12..16 | `spin` | adaptive spin budget ([`SpinStats`]) |
+/// | 16..24 | `spare` | two words the lock never touches, for its embedder |
+/// | 24..40 | `list` | FIFO of sleeping waiters (head, tail) |
+///
+/// The spare words sit where glibc keeps a mutex's kind (offset 16), so
+/// an embedder can leave glibc's static initializers' kind in place.
+///
+/// A Linux tid is below 2^22 (`PID_MAX_LIMIT`), so `tid << 3` fits 32 bits.
+///
+/// # State transitions
+///
+/// As in [`crate::mutex`] without `WOKEN`: fast lock `(0, -) -> (me, -)`; fast
+/// unlock `(me, F) -> (0, F)` by `fetch_sub`, then, with `WAITERS`, under
+/// `wait_lock` hand a `HANDOFF` lock to the first waiter `(0, HANDOFF|F)
+/// -> (W, PICKUP|WAITERS)` and mark it woken; the first waiter sets
+/// `HANDOFF` after [`crate::mutex::handoff_ns`]; the last waiter to leave clears
+/// `WAITERS|HANDOFF`. Orderings as argued in [`crate::mutex`]: acquiring CASes
+/// `Acquire`, releasing RMWs `Release`, flag RMWs `Relaxed` (ordered with
+/// the releases by the word's modification order, the list by
+/// `wait_lock`).
+///
+/// Driven without guards: the owner word says who holds it, so callers (a
+/// C API) need no place to keep one.
 #[repr(C, align(8))]
 pub struct RawMutexCompact {
     owner: AtomicU32,
@@ -370,7 +372,7 @@ impl RawMutexCompact {
     }
 
     /// Sleep in the wait list until we own the lock (`true`) or `deadline`
-    /// passes (`false`). As in [`super`], without the WOKEN bit.
+    /// passes (`false`). As in [`crate::mutex`], without the WOKEN bit.
     #[inline(never)]
     fn lock_sleep(&self, me: u32, deadline: Option<u64>) -> bool {
         let waiter = Waiter {
