@@ -386,19 +386,24 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
             // SAFETY: glibc's mutex, passed on.
             return unsafe { real!(pthread_mutex_unlock: fn(*mut pthread_mutex_t) -> c_int)(m) };
         }
-        let mine = r.held_by_me();
         match k & TYPE_MASK {
-            RECURSIVE | ERRORCHECK if !mine => libc::EPERM,
-            RECURSIVE if depth(r).load(Relaxed) > 0 => {
-                depth(r).store(depth(r).load(Relaxed) - 1, Relaxed);
-                0
-            }
-            _ if mine => {
-                // SAFETY: we hold it.
-                unsafe { r.unlock() };
-                0
+            RECURSIVE | ERRORCHECK => {
+                let tid = crate::me();
+                if !r.held_by(tid) {
+                    libc::EPERM
+                } else if k & TYPE_MASK == RECURSIVE && depth(r).load(Relaxed) > 0 {
+                    depth(r).store(depth(r).load(Relaxed) - 1, Relaxed);
+                    0
+                } else {
+                    // SAFETY: we hold it.
+                    unsafe { r.unlock_as(tid) };
+                    0
+                }
             }
             _ => {
+                // Normal and adaptive: release it whoever holds it, as
+                // glibc does; this also needs no tid (no thread-local
+                // access) for the usual unlock by the holder.
                 r.unlock_any();
                 0
             }

@@ -161,7 +161,15 @@ impl RawMutexCompact {
     /// Whether the calling thread holds the lock.
     #[inline]
     pub fn held_by_me(&self) -> bool {
-        self.owner_tid() == Some(thread::current_tid())
+        self.held_by(thread::current_tid())
+    }
+
+    /// Whether the thread `tid` holds the lock: [`held_by_me`](Self::held_by_me)
+    /// for a caller that has its tid at hand (each lookup of it is a
+    /// thread-local access, a call in a shared library).
+    #[inline]
+    pub fn held_by(&self, tid: u32) -> bool {
+        self.owner_tid() == Some(tid)
     }
 
     /// The raw owner word, for tests and debugging.
@@ -211,7 +219,18 @@ impl RawMutexCompact {
     /// The calling thread holds it.
     #[inline]
     pub unsafe fn unlock(&self) {
-        let me = my_id();
+        // SAFETY: forwarded contract.
+        unsafe { self.unlock_as(thread::current_tid()) }
+    }
+
+    /// [`unlock`](Self::unlock) by a caller that has its tid at hand.
+    ///
+    /// # Safety
+    /// `tid` is the calling thread's ([`thread::current_tid`]), and it
+    /// holds the lock.
+    #[inline]
+    pub unsafe fn unlock_as(&self, tid: u32) {
+        let me = tid << C_OWNER_SHIFT;
         // (me, F) -> (0, F). Release pairs with the Acquire CAS of the next
         // owner (or the hand-off pick-up, which continues this release
         // sequence).
