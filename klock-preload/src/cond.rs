@@ -25,6 +25,18 @@
 //! A recursive mutex is released entirely for the wait and its depth
 //! restored after it (glibc would release one level only, and wait
 //! forever).
+//!
+//! The waits are cancellation points at their edges: each calls
+//! `pthread_testcancel` on entry (the caller holds the mutex) and on
+//! return, once it holds the mutex again, so a cancelled waiter's cleanup
+//! handlers run with the mutex held, as POSIX requires. The futex wait
+//! itself is not one: glibc acts on a deferred cancellation inside its
+//! own system call wrappers only, and an asynchronous one would unwind
+//! through this library before the mutex is taken back. So a cancelled
+//! thread acts on it when its wait next returns (a signal, a broadcast,
+//! its timeout, or a spurious wake-up), not at once. These functions are
+//! `extern "C-unwind"`, and nothing in their own frames needs dropping
+//! when `pthread_testcancel` unwinds through them.
 
 use crate::guarded;
 use crate::mutex::{reacquire, release_for_wait};
@@ -53,6 +65,20 @@ const _: () = assert!(core::mem::align_of::<Cond>() <= core::mem::align_of::<pth
 
 /// `flags`: process-shared (the futex calls go without `FUTEX_PRIVATE`).
 const PSHARED: u32 = 1;
+extern "C-unwind" {
+    /// glibc's: unwinds (cancels the thread) if a cancellation is pending
+    /// and enabled, else returns.
+    fn pthread_testcancel();
+}
+
+/// A cancellation point: acts on a pending cancellation request.
+#[inline]
+fn testcancel() {
+    // SAFETY: no arguments; if it unwinds, the frames it unwinds through
+    // (the exported waits) have nothing to drop at their calls.
+    unsafe { pthread_testcancel() }
+}
+
 /// How long destroy waits for woken waiters to leave before `EBUSY`.
 const DESTROY_WAIT: Duration = Duration::from_millis(100);
 
@@ -206,18 +232,21 @@ pub unsafe extern "C" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int {
 /// # Safety
 /// `c` and `m` are null or live objects.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_wait(
+pub unsafe extern "C-unwind" fn pthread_cond_wait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
 ) -> c_int {
-    guarded(|| {
+    testcancel();
+    let rc = guarded(|| {
         // SAFETY: the caller's contract.
         match unsafe { get(c) } {
             // SAFETY: the caller's contract.
             Ok(c) => unsafe { c.wait(m, None) },
             Err(e) => e,
         }
-    })
+    });
+    testcancel();
+    rc
 }
 
 /// Wait on `c` until the absolute deadline `ts` on `clock`.
@@ -254,13 +283,16 @@ unsafe fn timed(
 /// # Safety
 /// As `pthread_cond_wait`; `ts` is null or readable.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_timedwait(
+pub unsafe extern "C-unwind" fn pthread_cond_timedwait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
     ts: *const timespec,
 ) -> c_int {
+    testcancel();
     // SAFETY: the caller's contract.
-    unsafe { timed(c, m, None, ts) }
+    let rc = unsafe { timed(c, m, None, ts) };
+    testcancel();
+    rc
 }
 
 /// As `pthread_cond_timedwait`, the deadline on `clock`.
@@ -268,14 +300,17 @@ pub unsafe extern "C" fn pthread_cond_timedwait(
 /// # Safety
 /// As `pthread_cond_timedwait`.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_clockwait(
+pub unsafe extern "C-unwind" fn pthread_cond_clockwait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
     clock: libc::clockid_t,
     ts: *const timespec,
 ) -> c_int {
+    testcancel();
     // SAFETY: the caller's contract.
-    unsafe { timed(c, m, Some(clock), ts) }
+    let rc = unsafe { timed(c, m, Some(clock), ts) };
+    testcancel();
+    rc
 }
 
 /// Wake one waiter of `c`, if any: 0.

@@ -575,6 +575,65 @@ static void conds(void) {
   CHECK_RC(pthread_cond_signal(null_ptr), EINVAL);
 }
 
+/* ---- cancellation in a condition wait ---------------------------------- */
+
+static pthread_mutex_t x_mutex = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
+static pthread_cond_t x_cond = PTHREAD_COND_INITIALIZER;
+static volatile int x_waiting, x_cleanup_held, x_never;
+
+static void x_cleanup(void *arg) {
+  (void)arg;
+  /* The mutex is the cancelled waiter's again: its errorcheck unlock
+   * succeeds only then. */
+  x_cleanup_held = pthread_mutex_unlock(&x_mutex) == 0 ? 1 : -1;
+}
+
+static void *x_waiter(void *arg) {
+  long timed = (long)arg;
+  pthread_mutex_lock(&x_mutex);
+  pthread_cleanup_push(x_cleanup, NULL);
+  x_waiting = 1;
+  while (!x_never) {
+    if (timed) {
+      struct timespec ts = in_ms(CLOCK_REALTIME, 20);
+      pthread_cond_timedwait(&x_cond, &x_mutex, &ts);
+    } else {
+      pthread_cond_wait(&x_cond, &x_mutex);
+    }
+  }
+  pthread_cleanup_pop(0);
+  pthread_mutex_unlock(&x_mutex);
+  return NULL;
+}
+
+static void cancellation(void) {
+  for (long timed = 0; timed < 2; timed++) {
+    pthread_t t;
+    x_waiting = 0;
+    x_cleanup_held = 0;
+    pthread_create(&t, NULL, x_waiter, (void *)timed);
+    while (!x_waiting)
+      usleep(1000);
+    /* Taking the mutex proves the waiter released it: it waits. */
+    CHECK_RC(pthread_mutex_lock(&x_mutex), 0);
+    CHECK_RC(pthread_mutex_unlock(&x_mutex), 0);
+    CHECK_RC(pthread_cancel(t), 0);
+    if (!timed) {
+      /* The request takes effect when the wait returns: wake it. */
+      CHECK_RC(pthread_mutex_lock(&x_mutex), 0);
+      CHECK_RC(pthread_cond_signal(&x_cond), 0);
+      CHECK_RC(pthread_mutex_unlock(&x_mutex), 0);
+    }
+    void *ret;
+    CHECK_RC(pthread_join(t, &ret), 0);
+    CHECK(ret == PTHREAD_CANCELED);
+    CHECK(x_cleanup_held == 1);
+  }
+  /* And nobody holds the mutex now. */
+  CHECK_RC(pthread_mutex_trylock(&x_mutex), 0);
+  CHECK_RC(pthread_mutex_unlock(&x_mutex), 0);
+}
+
 /* ---- forwarded objects and fork ----------------------------------------- */
 
 struct shared {
@@ -769,6 +828,7 @@ int main(void) {
   rwlocks();
   spins();
   conds();
+  cancellation();
   forwarded_and_shared();
   fork_multithreaded();
   if (failures) {
