@@ -658,6 +658,56 @@ mod tests {
         assert_eq!(s.0.word(), 0);
     }
 
+    /// Holds longer than the hand-off bound: first waiters demand the
+    /// lock, unlocks hand it over (PICKUP), and timed waiters give up
+    /// while a hand-off may be pending.
+    #[test]
+    fn long_holds_hand_off_and_timeouts_leave_cleanly() {
+        struct Shared(RawMutexCompact, core::cell::UnsafeCell<u64>);
+        // SAFETY: the u64 is only touched under the lock.
+        unsafe impl Sync for Shared {}
+        let hold = Duration::from_nanos(handoff_ns() + 1_000_000);
+        let s = Arc::new(Shared(RawMutexCompact::new(), core::cell::UnsafeCell::new(0)));
+        let taken = Arc::new(AtomicUsize::new(0));
+        let hs: Vec<_> = (0..6)
+            .map(|t| {
+                let (s, taken) = (s.clone(), taken.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..6 {
+                        if t % 3 == 0 {
+                            // Gives up before a holder is done.
+                            if !s.0.lock_until_ns(monotonic_ns() + hold.as_nanos() as u64 / 2) {
+                                continue;
+                            }
+                        } else {
+                            s.0.lock();
+                        }
+                        // SAFETY: under the lock.
+                        unsafe { *s.1.get() += 1 };
+                        taken.fetch_add(1, Relaxed);
+                        std::thread::sleep(hold);
+                        // SAFETY: held.
+                        unsafe { s.0.unlock() };
+                    }
+                })
+            })
+            .collect();
+        // Watch the word: a waiter must have demanded a hand-off.
+        let mut seen = 0;
+        while !hs.iter().all(|h| h.is_finished()) {
+            seen |= s.0.word() & C_HANDOFF;
+            std::thread::yield_now();
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_ne!(seen, 0, "no hand-off was demanded");
+        // SAFETY: all threads joined.
+        assert_eq!(unsafe { *s.1.get() }, taken.load(Relaxed) as u64);
+        assert!(taken.load(Relaxed) >= 4 * 6);
+        assert_eq!(s.0.word(), 0, "flags left behind");
+    }
+
     #[test]
     fn timed_lock_times_out_and_unlock_any_releases() {
         let m = Arc::new(RawMutexCompact::new());
