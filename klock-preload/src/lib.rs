@@ -63,6 +63,26 @@ pub extern "C" fn klock_preload_refused() -> u64 {
     REFUSED.load(Relaxed)
 }
 
+/// Registered with `pthread_atfork` at load ([`REGISTER_ATFORK`]), so it
+/// runs in a forked child before the program's own child handlers (they
+/// run in the order registered): the compact mutexes forget wait lists
+/// whose waiters stayed in the parent.
+unsafe extern "C" fn after_fork_in_child() {
+    klock::mutex::RawMutexCompact::forked();
+}
+
+extern "C" fn register_atfork() {
+    // SAFETY: a handler that stays valid for the life of the process (the
+    // library is never unloaded while preloaded).
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+}
+
+/// Runs [`register_atfork`] when the dynamic linker initialises the
+/// library, before the program's `main`.
+#[used]
+#[link_section = ".init_array"]
+static REGISTER_ATFORK: extern "C" fn() = register_atfork;
+
 /// Count a forwarded call. Relaxed: a statistic, publishes nothing.
 #[inline]
 fn forwarded() {

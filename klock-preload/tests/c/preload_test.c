@@ -821,6 +821,76 @@ static void fork_multithreaded(void) {
     pthread_join(t[i], NULL);
 }
 
+/* Forks while other threads contend a mutex: the prepare handler takes
+ * it, so at the fork the other threads are queued on it (or inside its
+ * wait-list lock), and the child's copy of the lock names threads that
+ * exist only in the parent. The child's handler unlocks it, and the child
+ * then locks it from new threads (see docs/preload.md, "fork"). */
+static pthread_mutex_t c_mutex = PTHREAD_MUTEX_INITIALIZER;
+static volatile int c_stop, c_atfork;
+
+static void *c_hammer(void *arg) {
+  (void)arg;
+  while (!c_stop) {
+    pthread_mutex_lock(&c_mutex);
+    counter++;
+    pthread_mutex_unlock(&c_mutex);
+  }
+  return NULL;
+}
+
+static void *c_child_thread(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 2000; i++) {
+    pthread_mutex_lock(&c_mutex);
+    counter++;
+    pthread_mutex_unlock(&c_mutex);
+  }
+  return NULL;
+}
+
+static void c_prepare(void) {
+  if (c_atfork)
+    pthread_mutex_lock(&c_mutex);
+}
+static void c_release(void) {
+  if (c_atfork)
+    pthread_mutex_unlock(&c_mutex);
+}
+
+static void fork_contended(void) {
+  CHECK_RC(pthread_atfork(c_prepare, c_release, c_release), 0);
+  c_atfork = 1;
+  pthread_t t[6];
+  for (int i = 0; i < 6; i++)
+    pthread_create(&t[i], NULL, c_hammer, NULL);
+  for (int round = 0; round < 30; round++) {
+    usleep(2000);
+    pid_t pid = fork();
+    if (pid == 0) {
+      pthread_t c[4];
+      for (int i = 0; i < 4; i++)
+        if (pthread_create(&c[i], NULL, c_child_thread, NULL)) _exit(5);
+      for (int i = 0; i < 4; i++)
+        pthread_join(c[i], NULL);
+      if (pthread_mutex_trylock(&c_mutex)) _exit(6);
+      pthread_mutex_unlock(&c_mutex);
+      _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "FAIL contended fork round %d: child status %#x\n",
+              round, status);
+      failures++;
+    }
+  }
+  c_stop = 1;
+  for (int i = 0; i < 6; i++)
+    pthread_join(t[i], NULL);
+  c_atfork = 0;
+}
+
 int main(void) {
   probe();
   exclusion();
@@ -831,6 +901,7 @@ int main(void) {
   cancellation();
   forwarded_and_shared();
   fork_multithreaded();
+  fork_contended();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

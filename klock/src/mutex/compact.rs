@@ -25,7 +25,33 @@ pub const C_PICKUP: u32 = 1 << 2;
 pub const C_FLAGS: u32 = C_WAITERS | C_HANDOFF | C_PICKUP;
 /// The owner's tid sits above the flags.
 pub const C_OWNER_SHIFT: u32 = 3;
-const OWNER_MASK: u32 = !C_FLAGS;
+/// Bits of a Linux tid: it stays below `PID_MAX_LIMIT`, 2^22.
+const TID_BITS: u32 = 22;
+/// The owner field: bits 3..25.
+const OWNER_MASK: u32 = ((1 << TID_BITS) - 1) << C_OWNER_SHIFT;
+/// Bits 25..32: the fork generation the wait list was built in (low 7
+/// bits of [`FORK_GEN`]), set with `WAITERS` by the first waiter and
+/// cleared with it by the last.
+const GEN_SHIFT: u32 = C_OWNER_SHIFT + TID_BITS;
+const GEN_MASK: u32 = !0 << GEN_SHIFT;
+
+/// Forks this process is a child of, counted by
+/// [`RawMutexCompact::forked`]. Relaxed: it is bumped in a just-forked
+/// child before any other thread of it exists.
+static FORK_GEN: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+
+/// The generation bits of a wait list built now.
+#[inline]
+fn gen_bits() -> u32 {
+    FORK_GEN.load(Relaxed) << GEN_SHIFT
+}
+
+/// Whether the owner word `w` describes a wait list built before this
+/// process was forked: one whose waiters exist only in the parent.
+#[inline]
+fn is_stale(w: u32) -> bool {
+    w & C_WAITERS != 0 && w & GEN_MASK != gen_bits()
+}
 
 // Waiter states (its futex word).
 const W_WAITING: u32 = 0;
@@ -74,7 +100,7 @@ impl Linked for Waiter {
 ///
 /// | bytes | field | |
 /// |---|---|---|
-/// | 0..4 | `owner` | `tid << 3 \| PICKUP \| HANDOFF \| WAITERS` |
+/// | 0..4 | `owner` | `gen << 25 \| tid << 3 \| PICKUP \| HANDOFF \| WAITERS` |
 /// | 4..8 | `osq` | tail of the optimistic spinners' queue |
 /// | 8..12 | `wait_lock` | protects `list` and the setting of `WAITERS`/`HANDOFF` |
 /// | 12..16 | `spin` | adaptive spin budget ([`SpinStats`]) |
@@ -84,7 +110,9 @@ impl Linked for Waiter {
 /// The spare words sit where glibc keeps a mutex's kind (offset 16), so
 /// an embedder can leave glibc's static initializers' kind in place.
 ///
-/// A Linux tid is below 2^22 (`PID_MAX_LIMIT`), so `tid << 3` fits 32 bits.
+/// A Linux tid is below 2^22 (`PID_MAX_LIMIT`), so `tid << 3` leaves the
+/// top 7 bits free: they hold the fork generation of the wait list
+/// ([`RawMutexCompact::forked`]).
 ///
 /// # State transitions
 ///
@@ -97,6 +125,10 @@ impl Linked for Waiter {
 /// `Acquire`, releasing RMWs `Release`, flag RMWs `Relaxed` (ordered with
 /// the releases by the word's modification order, the list by
 /// `wait_lock`).
+///
+/// In a forked child ([`forked`](Self::forked)), a lock whose wait list
+/// was built before the fork leaves that list and its wait-list lock alone
+/// for good; its contenders poll the owner word instead of sleeping.
 ///
 /// Driven without guards: the owner word says who holds it, so callers (a
 /// C API) need no place to keep one.
@@ -155,7 +187,7 @@ impl RawMutexCompact {
     #[inline]
     pub fn owner_tid(&self) -> Option<u32> {
         let w = self.owner.load(Relaxed);
-        (w & OWNER_MASK != 0 && w & C_PICKUP == 0).then_some(w >> C_OWNER_SHIFT)
+        (w & OWNER_MASK != 0 && w & C_PICKUP == 0).then_some((w & OWNER_MASK) >> C_OWNER_SHIFT)
     }
 
     /// Whether the calling thread holds the lock.
@@ -254,11 +286,11 @@ impl RawMutexCompact {
             // that program's race).
             match self
                 .owner
-                .compare_exchange_weak(w, w & C_FLAGS, Release, Relaxed)
+                .compare_exchange_weak(w, w & !OWNER_MASK, Release, Relaxed)
             {
                 Ok(_) => {
                     if w & C_WAITERS != 0 {
-                        self.unlock_slow(w & C_FLAGS);
+                        self.unlock_slow(w & !OWNER_MASK);
                     }
                     return true;
                 }
@@ -275,18 +307,22 @@ impl RawMutexCompact {
         loop {
             let owner = w & OWNER_MASK;
             if owner != 0 {
-                if owner != me || w & C_PICKUP == 0 {
+                // Held, unless handed to us, or to a waiter that stayed
+                // in the parent of a fork (see lock_polling).
+                if w & C_PICKUP == 0 || (owner != me && !is_stale(w)) {
                     return false;
                 }
-            } else if w & C_HANDOFF != 0 && !first {
+            } else if w & C_HANDOFF != 0 && !first && !is_stale(w) {
                 return false;
             }
             // Acquire pairs with the previous owner's Release unlock (the
             // hand-off CAS continues its release sequence).
-            match self
-                .owner
-                .compare_exchange_weak(w, me | (w & C_WAITERS), Acquire, Relaxed)
-            {
+            match self.owner.compare_exchange_weak(
+                w,
+                me | (w & (C_WAITERS | GEN_MASK)),
+                Acquire,
+                Relaxed,
+            ) {
                 Ok(_) => return true,
                 Err(now) => w = now,
             }
@@ -309,7 +345,41 @@ impl RawMutexCompact {
         if self.may_spin() && self.optimistic_spin(me, false, deadline) {
             return true;
         }
+        if is_stale(self.owner.load(Relaxed)) {
+            return self.lock_polling(me, deadline);
+        }
         self.lock_sleep(me, deadline)
+    }
+
+    /// The slow path in a forked child, on a lock whose wait list was
+    /// built before the fork. Its waiters stayed in the parent, their
+    /// records lie on stacks the child may reuse for new threads, and one
+    /// of them may have been inside `wait_lock`: so neither the list nor
+    /// `wait_lock` is touched again, and contenders poll the owner word
+    /// instead, taking the lock when it is free or was handed to a waiter
+    /// that stayed behind (`try_lock_slow` allows both for a stale word).
+    /// Unlocks of such a lock wake nobody. A lock held by a thread that
+    /// stayed behind stays held, as with glibc's locks.
+    #[cold]
+    #[inline(never)]
+    fn lock_polling(&self, me: u32, deadline: Option<u64>) -> bool {
+        let mut n = 0u32;
+        loop {
+            if self.try_lock_slow(me, true) {
+                return true;
+            }
+            if deadline.is_some_and(|d| monotonic_ns() >= d) {
+                return false;
+            }
+            n = n.saturating_add(1);
+            if n < 64 {
+                cpu_relax();
+            } else if n < 128 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
     }
 
     /// Spin while the owner runs, within the lock's budget. A new locker
@@ -416,7 +486,7 @@ impl RawMutexCompact {
             // in the word's modification order sees WAITERS and wakes us
             // (through wait_lock); one before it leaves a free lock that
             // our trylock below finds.
-            self.owner.fetch_or(C_WAITERS, Relaxed);
+            self.owner.fetch_or(C_WAITERS | gen_bits(), Relaxed);
         }
         let start = monotonic_ns();
         let mut first = false;
@@ -461,7 +531,8 @@ impl RawMutexCompact {
         if unsafe { self.list_remove(wp) } {
             // The last waiter left: (X, F) -> (X, F & PICKUP). Relaxed:
             // both flags are only set under wait_lock.
-            self.owner.fetch_and(!(C_WAITERS | C_HANDOFF), Relaxed);
+            self.owner
+                .fetch_and(!(C_WAITERS | C_HANDOFF | GEN_MASK), Relaxed);
         } else if was_first && !acquired {
             // Timed out as first waiter: the new first one may sleep
             // through an unlock that woke us; wake it.
@@ -481,6 +552,10 @@ impl RawMutexCompact {
     #[cold]
     #[inline(never)]
     fn unlock_slow(&self, flags: u32) {
+        if is_stale(flags) {
+            // Nobody of this process waits (see lock_polling).
+            return;
+        }
         self.wait_lock.lock();
         // SAFETY: we hold wait_lock.
         let head = unsafe { self.list_head() };
@@ -508,10 +583,12 @@ impl RawMutexCompact {
         while w & OWNER_MASK == 0 && w & C_HANDOFF != 0 {
             // Relaxed: this RMW continues the unlock's release sequence,
             // so the waiter's Acquire pick-up still pairs with that release.
-            match self
-                .owner
-                .compare_exchange_weak(w, id | C_PICKUP | C_WAITERS, Relaxed, Relaxed)
-            {
+            match self.owner.compare_exchange_weak(
+                w,
+                id | C_PICKUP | C_WAITERS | (w & GEN_MASK),
+                Relaxed,
+                Relaxed,
+            ) {
                 Ok(_) => return,
                 Err(now) => w = now,
             }
@@ -531,6 +608,16 @@ impl RawMutexCompact {
         } else {
             false
         }
+    }
+
+    /// Tell the compact mutexes that this process is a child just forked.
+    /// A lock whose wait list was built before the fork (its waiters
+    /// exist only in the parent) then never touches that list or its
+    /// wait-list lock again: its contenders poll instead of sleeping
+    /// (`lock_polling`). Call it in the child before any other thread of
+    /// it starts: a `pthread_atfork` child handler.
+    pub fn forked() {
+        FORK_GEN.fetch_add(1, Relaxed);
     }
 
     /// First waiter, or null. Caller holds wait_lock.
@@ -562,7 +649,7 @@ impl core::fmt::Debug for RawMutexCompact {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let w = self.word();
         f.debug_struct("RawMutexCompact")
-            .field("owner_tid", &(w >> C_OWNER_SHIFT))
+            .field("owner_tid", &((w & OWNER_MASK) >> C_OWNER_SHIFT))
             .field("flags", &(w & C_FLAGS))
             .finish()
     }
@@ -667,7 +754,10 @@ mod tests {
         // SAFETY: the u64 is only touched under the lock.
         unsafe impl Sync for Shared {}
         let hold = Duration::from_nanos(handoff_ns() + 1_000_000);
-        let s = Arc::new(Shared(RawMutexCompact::new(), core::cell::UnsafeCell::new(0)));
+        let s = Arc::new(Shared(
+            RawMutexCompact::new(),
+            core::cell::UnsafeCell::new(0),
+        ));
         let taken = Arc::new(AtomicUsize::new(0));
         let hs: Vec<_> = (0..6)
             .map(|t| {
@@ -676,7 +766,10 @@ mod tests {
                     for _ in 0..6 {
                         if t % 3 == 0 {
                             // Gives up before a holder is done.
-                            if !s.0.lock_until_ns(monotonic_ns() + hold.as_nanos() as u64 / 2) {
+                            if !s
+                                .0
+                                .lock_until_ns(monotonic_ns() + hold.as_nanos() as u64 / 2)
+                            {
                                 continue;
                             }
                         } else {
