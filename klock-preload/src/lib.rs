@@ -22,6 +22,9 @@
 //! that `pthread_mutex_init` writes for them mark the object, so every
 //! later call forwards too. Details: `docs/preload.md`.
 
+// The in-place layouts are glibc's on x86-64: elsewhere the library is
+// empty.
+#![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
 #![allow(non_camel_case_types)]
 
 use core::ffi::c_int;

@@ -1,6 +1,9 @@
 //! What the in-place layouts of libklock_preload.so assume of klock's
 //! types, checked against the types themselves (see src/rwlock.rs).
 
+// The library is built for x86-64 glibc only (see src/lib.rs).
+#![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+
 use klock::rwsem::{WriteGuard, OWNER_SHIFT};
 use klock::RawRwSem;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};

@@ -4,6 +4,9 @@
 //! replaced symbol binds to the library and that the locks behave, and
 //! prints `ok`.
 
+// The library is built for x86-64 glibc only (see src/lib.rs).
+#![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
