@@ -1,8 +1,9 @@
-//! Compiles `tests/c/preload_test.c` with the C compiler (`$CC`, else
-//! `cc`) against nothing but glibc, and runs it with a freshly built
-//! `libklock_preload.so` in `LD_PRELOAD`: the program checks that every
-//! replaced symbol binds to the library and that the locks behave, and
-//! prints `ok`.
+//! Compiles the C programs `tests/c/preload_test.c` and `fork_test.c`
+//! with the C compiler (`$CC`, else `cc`) against nothing but glibc, and
+//! runs them with a freshly built `libklock_preload.so` in `LD_PRELOAD`:
+//! they check that every replaced symbol binds to the library and that
+//! the locks behave (the second: forwarded objects and fork), and print
+//! `ok`.
 
 // The library is built for x86-64 glibc only (see src/lib.rs).
 #![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
@@ -47,19 +48,21 @@ fn build_preload() -> PathBuf {
     so
 }
 
-/// Compile the C test program; return its path.
-fn compile() -> PathBuf {
+/// Compile the C test program `tests/c/<name>.c` into an executable
+/// named after it and `tag` (tests running at once use different tags);
+/// return its path.
+fn compile(name: &str, tag: &str) -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("klock_preload_test");
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("klock_{name}_{tag}"));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let status = Command::new(&cc)
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
         .arg(&out)
-        .arg(manifest.join("tests/c/preload_test.c"))
+        .arg(manifest.join(format!("tests/c/{name}.c")))
         .args(["-lpthread", "-ldl"])
         .status()
         .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}`: {e}"));
-    assert!(status.success(), "compiling tests/c/preload_test.c failed");
+    assert!(status.success(), "compiling tests/c/{name}.c failed");
     out
 }
 
@@ -94,29 +97,39 @@ fn run(prog: &Path, so: Option<&Path>, limit: Duration) -> (bool, String) {
     )
 }
 
-#[test]
-fn c_program_runs_on_klock_locks() {
-    let so = build_preload();
-    let prog = compile_once();
-    // Several runs: the exclusion, condition variable and fork checks are
-    // races that a single lucky run could pass.
+/// Build the library once, then run `tests/c/<name>.c` under it three
+/// times: the exclusion, condition variable and fork checks are races
+/// that a single lucky run could pass.
+fn runs_clean(name: &str) {
+    let so = library();
+    let prog = compile(name, "preloaded");
     for _ in 0..3 {
         let (ok, log) = run(&prog, Some(&so), Duration::from_secs(120));
-        assert!(ok, "C test under LD_PRELOAD failed (or hung): {log}");
+        assert!(ok, "{name} under LD_PRELOAD failed (or hung): {log}");
     }
+}
+
+/// The library, built by whichever test comes first.
+fn library() -> PathBuf {
+    static SO: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SO.get_or_init(build_preload).clone()
+}
+
+#[test]
+fn c_program_runs_on_klock_locks() {
+    runs_clean("preload_test");
+}
+
+#[test]
+fn forwarded_objects_and_fork() {
+    runs_clean("fork_test");
 }
 
 #[test]
 fn probe_fails_without_the_preload() {
     // The program refuses to run on glibc's own locks: its probe is real.
-    let prog = compile_once();
+    let prog = compile("preload_test", "alone");
     let (ok, log) = run(&prog, None, Duration::from_secs(60));
     assert!(!ok, "the probe passed without LD_PRELOAD: {log}");
     assert!(log.contains("not loaded"), "{log}");
-}
-
-/// The compiled program, compiled by whichever test comes first.
-fn compile_once() -> PathBuf {
-    static PROG: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    PROG.get_or_init(compile).clone()
 }
