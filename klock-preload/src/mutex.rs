@@ -243,8 +243,18 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
             return unsafe { real!(pthread_mutex_lock: fn(*mut pthread_mutex_t) -> c_int)(m) };
         }
         match k & TYPE_MASK {
-            RECURSIVE if r.held_by_me() => relock(r),
-            ERRORCHECK if r.held_by_me() => libc::EDEADLK,
+            ty @ (RECURSIVE | ERRORCHECK) => {
+                // One tid lookup for the check and the lock.
+                let tid = crate::me();
+                if !r.held_by(tid) {
+                    r.lock_as(tid);
+                    0
+                } else if ty == RECURSIVE {
+                    relock(r)
+                } else {
+                    libc::EDEADLK
+                }
+            }
             _ => {
                 r.lock();
                 0

@@ -214,7 +214,16 @@ impl RawMutexCompact {
     /// it already waits forever (a self-deadlock, as POSIX's normal mutex).
     #[inline]
     pub fn lock(&self) {
-        let me = my_id();
+        self.lock_as(thread::current_tid());
+    }
+
+    /// [`lock`](Self::lock) by a caller that has its tid at hand (each
+    /// lookup of it is a thread-local access, a call in a shared
+    /// library). `tid` must be the caller's ([`thread::current_tid`]) for
+    /// the owner word to name the holder.
+    #[inline]
+    pub fn lock_as(&self, tid: u32) {
+        let me = tid << C_OWNER_SHIFT;
         // (0, -) -> (me, -). Acquire pairs with the previous owner's
         // Release unlock.
         if self
