@@ -147,12 +147,16 @@ use core::sync::atomic::AtomicU64 as StdAtomicU64;
 #[cfg(not(loom))]
 use std::time::Duration;
 
+#[cfg(not(loom))]
+mod compact;
 #[cfg(loom)]
 mod loom_probe;
 mod slow;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
+#[cfg(not(loom))]
+pub use compact::RawMutexCompact;
 #[cfg(loom)]
 pub use loom_probe::Probe;
 

@@ -1,0 +1,155 @@
+//! # libklock_preload.so
+//!
+//! `LD_PRELOAD=libklock_preload.so ./program` runs an unmodified C program
+//! on klock's locks: this library defines `pthread_mutex_*`,
+//! `pthread_rwlock_*`, `pthread_spin_*` and `pthread_cond_*`, so the
+//! dynamic linker binds the program's calls here instead of to glibc.
+//! Each lock lives **in place** inside the pthread object the program
+//! allocated (no side table), and all-zero bytes are an unlocked lock, so
+//! glibc's static initializers work without an init call.
+//!
+//! | pthread object (x86-64 glibc size) | klock lock in place |
+//! |---|---|
+//! | `pthread_mutex_t` (40) | [`klock::mutex::RawMutexCompact`]; the kind stays at byte 16 |
+//! | `pthread_rwlock_t` (56) | [`klock::RawRwSem`] |
+//! | `pthread_spinlock_t` (4) | [`klock::RawQSpinLock`] |
+//! | `pthread_cond_t` (48) | a futex sequence counter (as [`klock::RawCondvar`]) |
+//!
+//! What cannot live in place is forwarded to glibc's own functions
+//! (found with `dlsym(RTLD_NEXT, ...)`) and counted
+//! ([`klock_preload_forwarded`]): process-shared, robust,
+//! priority-inheritance and priority-protect mutexes. The glibc kind bits
+//! that `pthread_mutex_init` writes for them mark the object, so every
+//! later call forwards too. Details: `docs/preload.md`.
+
+// The in-place layouts are glibc's on x86-64: elsewhere the library is
+// empty.
+#![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+#![allow(non_camel_case_types)]
+
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+mod cond;
+mod mutex;
+mod rwlock;
+mod spin;
+// The C API's deadline conversion, shared source (klock-ffi builds no
+// rlib to depend on). Its polling helper is unused here.
+#[allow(dead_code)]
+#[path = "../../klock-ffi/src/time.rs"]
+mod time;
+
+/// Calls forwarded to glibc's own functions.
+static FORWARDED: AtomicU64 = AtomicU64::new(0);
+/// Calls refused with `ENOTSUP` (what neither klock nor forwarding can do
+/// in place: process-shared rwlocks).
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// 1: the program's pthread lock calls bind to this library (a probe
+/// for tests and scripts: `dlsym(RTLD_DEFAULT, "klock_preload_active")`).
+#[no_mangle]
+pub extern "C" fn klock_preload_active() -> c_int {
+    1
+}
+
+/// How many calls were forwarded to glibc so far.
+#[no_mangle]
+pub extern "C" fn klock_preload_forwarded() -> u64 {
+    FORWARDED.load(Relaxed)
+}
+
+/// How many calls were refused with `ENOTSUP` so far.
+#[no_mangle]
+pub extern "C" fn klock_preload_refused() -> u64 {
+    REFUSED.load(Relaxed)
+}
+
+/// Registered with `pthread_atfork` at load ([`REGISTER_ATFORK`]), so it
+/// runs in a forked child before the program's own child handlers (they
+/// run in the order registered): the compact mutexes forget wait lists
+/// whose waiters stayed in the parent.
+unsafe extern "C" fn after_fork_in_child() {
+    klock::mutex::RawMutexCompact::forked();
+}
+
+extern "C" fn register_atfork() {
+    // SAFETY: a handler that stays valid for the life of the process (the
+    // library is never unloaded while preloaded).
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+}
+
+/// Runs [`register_atfork`] when the dynamic linker initialises the
+/// library, before the program's `main`.
+#[used]
+#[link_section = ".init_array"]
+static REGISTER_ATFORK: extern "C" fn() = register_atfork;
+
+/// Count a forwarded call. Relaxed: a statistic, publishes nothing.
+#[inline]
+fn forwarded() {
+    FORWARDED.fetch_add(1, Relaxed);
+}
+
+/// Count a refused call and return `ENOTSUP`.
+fn refused() -> c_int {
+    REFUSED.fetch_add(1, Relaxed);
+    libc::ENOTSUP
+}
+
+/// Run a body: its result, or `ENOTRECOVERABLE` if it panicked (a bug:
+/// nothing unwinds into C).
+#[inline]
+fn guarded(f: impl FnOnce() -> c_int) -> c_int {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(libc::ENOTRECOVERABLE)
+}
+
+/// The calling thread's tid (cached by klock).
+#[inline]
+fn me() -> u32 {
+    klock::thread::current_tid()
+}
+
+/// glibc's own definition of the function `name`: the next one after
+/// this library in the lookup order, resolved once into `cache`. Aborts
+/// if there is none (a C library without it could not run the program).
+///
+/// # Safety
+/// `F` is the `unsafe extern "C" fn` type of glibc's `name`.
+unsafe fn next<F: Copy>(cache: &AtomicUsize, name: &core::ffi::CStr) -> F {
+    const { assert!(core::mem::size_of::<F>() == core::mem::size_of::<usize>()) };
+    // Relaxed: the address names code the dynamic linker mapped and
+    // relocated before `dlsym` returned it, in whichever thread; the cache
+    // publishes nothing else.
+    let mut a = cache.load(Relaxed);
+    if a == 0 {
+        // SAFETY: a NUL-terminated name; RTLD_NEXT is valid from a shared
+        // object.
+        a = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+        if a == 0 {
+            std::process::abort();
+        }
+        cache.store(a, Relaxed);
+    }
+    // SAFETY: a function pointer of the caller's type `F` (same size).
+    unsafe { core::mem::transmute_copy::<usize, F>(&a) }
+}
+
+/// `real!(pthread_mutex_lock: fn(*mut pthread_mutex_t) -> c_int)`: glibc's
+/// own `pthread_mutex_lock`, an `unsafe extern "C" fn` (see [`next`]).
+/// Use it in an `unsafe` block.
+macro_rules! real {
+    ($name:ident : fn($($arg:ty),*) -> $ret:ty) => {{
+        static CACHE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+        $crate::next::<unsafe extern "C" fn($($arg),*) -> $ret>(
+            &CACHE,
+            // The name with its NUL, as dlsym wants it.
+            match core::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+                Ok(n) => n,
+                Err(_) => unreachable!(),
+            },
+        )
+    }};
+}
+pub(crate) use real;

@@ -1,0 +1,422 @@
+//! `pthread_mutex_*`: [`RawMutexCompact`] in place inside the 40-byte
+//! `pthread_mutex_t`.
+//!
+//! ```text
+//! bytes 0..16   owner word, OSQ tail, wait_lock, spin budget (the lock)
+//! bytes 16..20  the kind: glibc's `__kind`, where its static initializers
+//!               put it (recursive 1, errorcheck 2, adaptive 3); the lock
+//!               never touches it
+//! bytes 20..24  extra holds of a recursive mutex (glibc's `__spins` and
+//!               `__elision`, zero in every static initializer)
+//! bytes 24..40  the FIFO wait list
+//! ```
+//!
+//! A mutex whose attributes klock cannot honour in place (process-shared,
+//! robust, priority inheritance or protection) is glibc's: its init is
+//! forwarded, and glibc records those attributes as bits of `__kind`
+//! ([`GLIBC_ONLY`]), which every later call reads to forward as well.
+
+use crate::time::time_left;
+use crate::{forwarded, guarded, real};
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use klock::mutex::RawMutexCompact;
+use libc::{pthread_mutex_t, pthread_mutexattr_t, timespec};
+
+const _: () = assert!(core::mem::size_of::<pthread_mutex_t>() == 40);
+const _: () = assert!(core::mem::size_of::<RawMutexCompact>() <= 40);
+const _: () =
+    assert!(core::mem::align_of::<RawMutexCompact>() <= core::mem::align_of::<pthread_mutex_t>());
+
+const RECURSIVE: u32 = libc::PTHREAD_MUTEX_RECURSIVE as u32;
+const ERRORCHECK: u32 = libc::PTHREAD_MUTEX_ERRORCHECK as u32;
+/// The type in the kind word: normal 0, recursive 1, errorcheck 2,
+/// adaptive 3 (glibc's values, which its static initializers write).
+const TYPE_MASK: u32 = 3;
+/// The bits glibc's `pthread_mutex_init` adds to `__kind` for a robust
+/// (16), priority-inheritance (32), priority-protect (64) or
+/// process-shared (128) mutex: such a mutex is glibc's own.
+const GLIBC_ONLY: u32 = 16 | 32 | 64 | 128;
+
+extern "C" {
+    // In glibc (since 2.12 for the robust one); declared here as the libc
+    // crate lacks them for this target.
+    fn pthread_mutexattr_gettype(attr: *const pthread_mutexattr_t, kind: *mut c_int) -> c_int;
+    fn pthread_mutexattr_getrobust(attr: *const pthread_mutexattr_t, robust: *mut c_int) -> c_int;
+    fn pthread_mutexattr_getprotocol(
+        attr: *const pthread_mutexattr_t,
+        protocol: *mut c_int,
+    ) -> c_int;
+}
+
+/// The klock mutex in `m`, or `EINVAL` for a null pointer.
+///
+/// # Safety
+/// `m` is null or points to a live `pthread_mutex_t`.
+#[inline]
+unsafe fn raw<'a>(m: *mut pthread_mutex_t) -> Result<&'a RawMutexCompact, c_int> {
+    if m.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: non-null and live by the caller's contract; the size and
+    // alignment fit (asserted above); every byte pattern the program's
+    // initializers or this library leave is a valid RawMutexCompact
+    // (all-zero is unlocked), and it is only changed through atomics and
+    // its UnsafeCell.
+    Ok(unsafe { &*m.cast::<RawMutexCompact>() })
+}
+
+/// The kind word at bytes 16..20. Relaxed: it is written by `init` or a
+/// static initializer before the program shares the mutex.
+#[inline]
+fn kind(r: &RawMutexCompact) -> u32 {
+    r.spare()[0].load(Relaxed)
+}
+
+/// Extra holds of a recursive mutex: only its holder reads or writes it.
+#[inline]
+fn depth(r: &RawMutexCompact) -> &AtomicU32 {
+    &r.spare()[1]
+}
+
+/// One more hold of a recursive mutex the caller holds.
+fn relock(r: &RawMutexCompact) -> c_int {
+    let d = depth(r).load(Relaxed);
+    if d == u32::MAX {
+        return libc::EAGAIN;
+    }
+    depth(r).store(d + 1, Relaxed);
+    0
+}
+
+/// What a condition wait released, to take back after it.
+pub(crate) enum Released {
+    /// A klock mutex, with the extra holds of a recursive one.
+    Klock(u32),
+    /// glibc's mutex.
+    Glibc,
+}
+
+/// Release the caller's hold of `m` for a condition wait: all of it for a
+/// recursive mutex (taken back by [`reacquire`]). `EPERM` if the caller
+/// does not hold a klock mutex.
+///
+/// # Safety
+/// `m` is null or points to a live `pthread_mutex_t`.
+pub(crate) unsafe fn release_for_wait(m: *mut pthread_mutex_t) -> Result<Released, c_int> {
+    // SAFETY: the caller's contract.
+    let r = unsafe { raw(m) }?;
+    if kind(r) & GLIBC_ONLY != 0 {
+        forwarded();
+        // SAFETY: glibc's mutex, passed on.
+        let rc = unsafe { real!(pthread_mutex_unlock: fn(*mut pthread_mutex_t) -> c_int)(m) };
+        return if rc == 0 {
+            Ok(Released::Glibc)
+        } else {
+            Err(rc)
+        };
+    }
+    if !r.held_by_me() {
+        return Err(libc::EPERM);
+    }
+    let d = depth(r).load(Relaxed);
+    depth(r).store(0, Relaxed);
+    // SAFETY: we hold it.
+    unsafe { r.unlock() };
+    Ok(Released::Klock(d))
+}
+
+/// Take back what [`release_for_wait`] released: 0, or glibc's error
+/// (`EOWNERDEAD` of a robust mutex).
+///
+/// # Safety
+/// As [`release_for_wait`], for the same `m`.
+pub(crate) unsafe fn reacquire(m: *mut pthread_mutex_t, what: Released) -> c_int {
+    match what {
+        Released::Glibc => {
+            forwarded();
+            // SAFETY: glibc's mutex, passed on.
+            unsafe { real!(pthread_mutex_lock: fn(*mut pthread_mutex_t) -> c_int)(m) }
+        }
+        Released::Klock(d) => {
+            // SAFETY: the caller's contract (it was ours a moment ago).
+            let r = unsafe { &*m.cast::<RawMutexCompact>() };
+            r.lock();
+            depth(r).store(d, Relaxed);
+            0
+        }
+    }
+}
+
+/// Initialise `m`. Attributes klock cannot honour in place make it
+/// glibc's mutex (forwarded).
+///
+/// # Safety
+/// `m` is null or writable; `attr` is null or an initialised attribute.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_init(
+    m: *mut pthread_mutex_t,
+    attr: *const pthread_mutexattr_t,
+) -> c_int {
+    guarded(|| {
+        if m.is_null() {
+            return libc::EINVAL;
+        }
+        let mut ty = 0;
+        if !attr.is_null() {
+            let (mut shared, mut robust, mut protocol) = (0, 0, 0);
+            // SAFETY: an initialised attribute (the caller's contract).
+            let ok = unsafe {
+                pthread_mutexattr_gettype(attr, &mut ty) == 0
+                    && libc::pthread_mutexattr_getpshared(attr, &mut shared) == 0
+                    && pthread_mutexattr_getrobust(attr, &mut robust) == 0
+                    && pthread_mutexattr_getprotocol(attr, &mut protocol) == 0
+            };
+            if !ok {
+                return libc::EINVAL;
+            }
+            if shared == libc::PTHREAD_PROCESS_SHARED
+                || robust != 0
+                || protocol != libc::PTHREAD_PRIO_NONE
+            {
+                forwarded();
+                // SAFETY: passed on as given.
+                return unsafe {
+                    real!(pthread_mutex_init: fn(*mut pthread_mutex_t, *const pthread_mutexattr_t) -> c_int)(
+                        m, attr,
+                    )
+                };
+            }
+        }
+        // SAFETY: non-null, writable and unused by others (the caller's
+        // contract); size and alignment fit.
+        unsafe { m.cast::<RawMutexCompact>().write(RawMutexCompact::new()) };
+        // SAFETY: just written.
+        let r = unsafe { &*m.cast::<RawMutexCompact>() };
+        r.spare()[0].store(ty as u32 & TYPE_MASK, Relaxed);
+        0
+    })
+}
+
+/// Destroy `m`: 0, or `EBUSY` if it is locked.
+///
+/// # Safety
+/// `m` is null or a live mutex.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let r = match unsafe { raw(m) } {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        if kind(r) & GLIBC_ONLY != 0 {
+            forwarded();
+            // SAFETY: glibc's mutex, passed on.
+            return unsafe { real!(pthread_mutex_destroy: fn(*mut pthread_mutex_t) -> c_int)(m) };
+        }
+        if r.is_locked() {
+            libc::EBUSY
+        } else {
+            0
+        }
+    })
+}
+
+/// Lock `m`: a normal or adaptive mutex relocked by its holder waits
+/// forever, as glibc's; errorcheck says `EDEADLK`; recursive counts.
+///
+/// # Safety
+/// `m` is null or a live mutex.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let r = match unsafe { raw(m) } {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        let k = kind(r);
+        if k & GLIBC_ONLY != 0 {
+            forwarded();
+            // SAFETY: glibc's mutex, passed on.
+            return unsafe { real!(pthread_mutex_lock: fn(*mut pthread_mutex_t) -> c_int)(m) };
+        }
+        match k & TYPE_MASK {
+            ty @ (RECURSIVE | ERRORCHECK) => {
+                // One tid lookup for the check and the lock.
+                let tid = crate::me();
+                if !r.held_by(tid) {
+                    r.lock_as(tid);
+                    0
+                } else if ty == RECURSIVE {
+                    relock(r)
+                } else {
+                    libc::EDEADLK
+                }
+            }
+            _ => {
+                r.lock();
+                0
+            }
+        }
+    })
+}
+
+/// Lock `m` if it is free: 0 or `EBUSY` (a recursive mutex's holder
+/// counts one more hold).
+///
+/// # Safety
+/// `m` is null or a live mutex.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let r = match unsafe { raw(m) } {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        let k = kind(r);
+        if k & GLIBC_ONLY != 0 {
+            forwarded();
+            // SAFETY: glibc's mutex, passed on.
+            return unsafe { real!(pthread_mutex_trylock: fn(*mut pthread_mutex_t) -> c_int)(m) };
+        }
+        if k & TYPE_MASK == RECURSIVE && r.held_by_me() {
+            return relock(r);
+        }
+        if r.try_lock() {
+            0
+        } else {
+            libc::EBUSY
+        }
+    })
+}
+
+/// The timed lock of a klock mutex: deadline `ts` on `clock`.
+fn timedlock(r: &RawMutexCompact, clock: libc::clockid_t, ts: *const timespec) -> c_int {
+    // SAFETY: `ts` is null or readable (the C caller's contract).
+    let left = match unsafe { time_left(clock, ts) } {
+        Ok(left) => left,
+        Err(e) => return e,
+    };
+    match kind(r) & TYPE_MASK {
+        RECURSIVE if r.held_by_me() => return relock(r),
+        ERRORCHECK if r.held_by_me() => return libc::EDEADLK,
+        _ => {}
+    }
+    let got = if left.is_zero() {
+        r.try_lock()
+    } else {
+        r.lock_until_ns(klock::sys::deadline_after(left))
+    };
+    if got {
+        0
+    } else {
+        libc::ETIMEDOUT
+    }
+}
+
+/// Lock `m` unless the absolute `CLOCK_REALTIME` deadline `ts` passes
+/// first: 0, `ETIMEDOUT`, `EDEADLK` or `EINVAL` (bad `ts`).
+///
+/// # Safety
+/// `m` is null or a live mutex; `ts` is null or readable.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_timedlock(
+    m: *mut pthread_mutex_t,
+    ts: *const timespec,
+) -> c_int {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let r = match unsafe { raw(m) } {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        if kind(r) & GLIBC_ONLY != 0 {
+            forwarded();
+            // SAFETY: glibc's mutex, passed on.
+            return unsafe {
+                real!(pthread_mutex_timedlock: fn(*mut pthread_mutex_t, *const timespec) -> c_int)(
+                    m, ts,
+                )
+            };
+        }
+        timedlock(r, libc::CLOCK_REALTIME, ts)
+    })
+}
+
+/// As `pthread_mutex_timedlock`, the deadline on `clock`
+/// (`CLOCK_REALTIME` or `CLOCK_MONOTONIC`; another is `EINVAL`).
+///
+/// # Safety
+/// As `pthread_mutex_timedlock`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_clocklock(
+    m: *mut pthread_mutex_t,
+    clock: libc::clockid_t,
+    ts: *const timespec,
+) -> c_int {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let r = match unsafe { raw(m) } {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        if kind(r) & GLIBC_ONLY != 0 {
+            forwarded();
+            // SAFETY: glibc's mutex, passed on.
+            return unsafe {
+                real!(pthread_mutex_clocklock: fn(*mut pthread_mutex_t, libc::clockid_t, *const timespec) -> c_int)(
+                    m, clock, ts,
+                )
+            };
+        }
+        timedlock(r, clock, ts)
+    })
+}
+
+/// Unlock `m`. Errorcheck and recursive: `EPERM` unless the caller holds
+/// it. Normal and adaptive, as glibc: released whoever holds it, and 0
+/// for an unlocked one.
+///
+/// # Safety
+/// `m` is null or a live mutex.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+    guarded(|| {
+        // SAFETY: the caller's contract.
+        let r = match unsafe { raw(m) } {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        let k = kind(r);
+        if k & GLIBC_ONLY != 0 {
+            forwarded();
+            // SAFETY: glibc's mutex, passed on.
+            return unsafe { real!(pthread_mutex_unlock: fn(*mut pthread_mutex_t) -> c_int)(m) };
+        }
+        match k & TYPE_MASK {
+            RECURSIVE | ERRORCHECK => {
+                let tid = crate::me();
+                if !r.held_by(tid) {
+                    libc::EPERM
+                } else if k & TYPE_MASK == RECURSIVE && depth(r).load(Relaxed) > 0 {
+                    depth(r).store(depth(r).load(Relaxed) - 1, Relaxed);
+                    0
+                } else {
+                    // SAFETY: we hold it.
+                    unsafe { r.unlock_as(tid) };
+                    0
+                }
+            }
+            _ => {
+                // Normal and adaptive: release it whoever holds it, as
+                // glibc does; this also needs no tid (no thread-local
+                // access) for the usual unlock by the holder.
+                r.unlock_any();
+                0
+            }
+        }
+    })
+}

@@ -1,0 +1,447 @@
+//! `pthread_rwlock_*`: [`RawRwSem`], the kernel's rw-semaphore, in place
+//! inside the 56-byte `pthread_rwlock_t` (readers share, writers exclude;
+//! optimistic spinning on a running writer, then FIFO sleeping).
+//!
+//! The rw-semaphore fills all 56 bytes; all-zero bytes are an unlocked
+//! one. glibc's `__flags` (the writer preference) is the word at byte 48,
+//! which in `RawRwSem` is its `front_reader` flag (a bool, rest padding;
+//! checked by `tests/layout.rs`): only
+//! `PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP` puts a value other
+//! than 0 or 1 there (2), and every call first turns that into 0. The
+//! preference itself needs no storage: the rw-semaphore is always writer
+//! fair (a reader queues behind a waiting writer), which is what
+//! `PREFER_WRITER_NONRECURSIVE` asks for.
+//!
+//! POSIX lets a thread read-lock a rwlock it already read-holds, and with
+//! glibc's default (reader preference) that never waits. Behind a queued
+//! writer it would wait here, for a writer that waits for it: so each
+//! thread takes the rw-semaphore's read lock once per rwlock and counts
+//! its further read holds in a thread-local list ([`READS`]). The list
+//! also makes a read unlock without a read hold `EPERM`, and a write lock
+//! by a reader `EDEADLK`.
+//!
+//! The write holder is the tid in the rw-semaphore's owner word, which a
+//! writer sets after locking and clears before unlocking: a thread finds
+//! its own tid there only while it write-holds the lock (`EDEADLK`,
+//! `EPERM`).
+
+use crate::time::time_left;
+use crate::{guarded, me, refused};
+use core::cell::RefCell;
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
+use klock::rwsem::{WriteGuard, OWNER_SHIFT, READER_OWNED};
+use klock::RawRwSem;
+use libc::{pthread_rwlock_t, pthread_rwlockattr_t, timespec};
+
+const _: () = assert!(core::mem::size_of::<pthread_rwlock_t>() == 56);
+const _: () = assert!(core::mem::size_of::<RawRwSem>() <= 56);
+const _: () =
+    assert!(core::mem::align_of::<RawRwSem>() <= core::mem::align_of::<pthread_rwlock_t>());
+// A write guard is its writer's owner identity (`tid << OWNER_SHIFT`):
+// see `write_guard`.
+const _: () = assert!(core::mem::size_of::<WriteGuard>() == core::mem::size_of::<usize>());
+
+/// Byte offset of glibc's `__flags`.
+const FLAGS_AT: usize = 48;
+
+/// The rw-semaphore in `l`, or `EINVAL` for a null pointer; first clears a
+/// writer preference (2) a static initializer left at byte 48.
+///
+/// # Safety
+/// `l` is null or points to a live `pthread_rwlock_t`.
+#[inline]
+unsafe fn raw<'a>(l: *mut pthread_rwlock_t) -> Result<&'a RawRwSem, c_int> {
+    if l.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: inside the live object. Byte 48 holds the rw-semaphore's
+    // flag (0 or 1, module docs) or glibc's initializer value 2; only the
+    // latter is rewritten, before the rw-semaphore is first used.
+    let flags = unsafe { &*l.cast::<u8>().add(FLAGS_AT).cast::<AtomicU8>() };
+    let f = flags.load(Relaxed);
+    if f > 1 {
+        // Relaxed: the program published the initialised object to this
+        // thread already; racing first users all write the same 0.
+        let _ = flags.compare_exchange(f, 0, Relaxed, Relaxed);
+    }
+    // SAFETY: non-null and live (the caller's contract); size and
+    // alignment fit; all-zero and everything the rw-semaphore writes are
+    // valid, and it only changes through atomics and its UnsafeCell.
+    Ok(unsafe { &*l.cast::<RawRwSem>() })
+}
+
+std::thread_local! {
+    /// The rwlocks the calling thread read-holds (by address) and how many
+    /// times (module docs). Short: a thread holds few locks at once.
+    static READS: RefCell<Vec<(usize, u32)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// What [`drop_read`] found.
+enum Dropped {
+    /// One of several holds: the rw-semaphore stays read-held.
+    Counted,
+    /// The thread's last hold: release the rw-semaphore's read lock.
+    Last,
+    /// No hold recorded for this thread.
+    None,
+    /// The thread-local list is gone (the thread is exiting).
+    Unknown,
+}
+
+fn addr(r: &RawRwSem) -> usize {
+    r as *const RawRwSem as usize
+}
+
+/// If the calling thread read-holds `r`, count one more hold: `Some(0)`,
+/// or `Some(EAGAIN)` at the maximum. `None` if it holds none (or its
+/// thread-local list is gone).
+fn bump_read(r: &RawRwSem) -> Option<c_int> {
+    let a = addr(r);
+    READS
+        .try_with(|v| {
+            let mut v = v.borrow_mut();
+            let e = v.iter_mut().find(|e| e.0 == a)?;
+            Some(match e.1.checked_add(1) {
+                Some(n) => {
+                    e.1 = n;
+                    0
+                }
+                None => libc::EAGAIN,
+            })
+        })
+        .ok()
+        .flatten()
+}
+
+/// Record the calling thread's first read hold of `r` (nothing if its
+/// thread-local list is gone: that hold is then not counted).
+fn record_read(r: &RawRwSem) {
+    let a = addr(r);
+    let _ = READS.try_with(|v| v.borrow_mut().push((a, 1)));
+}
+
+/// Whether the calling thread read-holds `r`.
+fn read_by_me(r: &RawRwSem) -> bool {
+    let a = addr(r);
+    READS
+        .try_with(|v| v.borrow().iter().any(|e| e.0 == a))
+        .unwrap_or(false)
+}
+
+/// Drop one of the calling thread's read holds of `r`.
+fn drop_read(r: &RawRwSem) -> Dropped {
+    let a = addr(r);
+    READS
+        .try_with(|v| {
+            let mut v = v.borrow_mut();
+            match v.iter().position(|e| e.0 == a) {
+                None => Dropped::None,
+                Some(i) if v[i].1 > 1 => {
+                    v[i].1 -= 1;
+                    Dropped::Counted
+                }
+                Some(i) => {
+                    v.swap_remove(i);
+                    Dropped::Last
+                }
+            }
+        })
+        .unwrap_or(Dropped::Unknown)
+}
+
+/// Take a read hold of `r` with `take` (the rw-semaphore's read lock, at
+/// most once per thread): 0, `err` if `take` fails, `EDEADLK` if the
+/// caller write-holds `r`.
+fn read_lock(r: &RawRwSem, take: impl FnOnce() -> bool, err: c_int) -> c_int {
+    if written_by_me(r) {
+        return libc::EDEADLK;
+    }
+    if let Some(rc) = bump_read(r) {
+        return rc;
+    }
+    if !take() {
+        return err;
+    }
+    record_read(r);
+    0
+}
+
+/// Whether the calling thread write-holds `r`.
+#[inline]
+fn written_by_me(r: &RawRwSem) -> bool {
+    let o = r.owner_word();
+    r.is_write_held() && o & READER_OWNED == 0 && (o >> OWNER_SHIFT) as u32 == me()
+}
+
+/// The guard of the calling thread's write hold. klock's write guard is
+/// the writer's identity, `tid << OWNER_SHIFT` (its only field, checked
+/// against a real guard by `tests/layout.rs`); the C API has nowhere to
+/// keep one between lock and unlock, so it is rebuilt.
+fn write_guard() -> WriteGuard {
+    let id = (me() as usize) << OWNER_SHIFT;
+    // SAFETY: same size (asserted above); the layout is checked in tests.
+    unsafe { core::mem::transmute::<usize, WriteGuard>(id) }
+}
+
+/// Run `f` on the rw-semaphore in `l`; `EINVAL` for null.
+///
+/// # Safety
+/// `l` is null or a live rwlock.
+unsafe fn with(l: *mut pthread_rwlock_t, f: impl FnOnce(&RawRwSem) -> c_int) -> c_int {
+    // SAFETY: the caller's contract.
+    guarded(|| match unsafe { raw(l) } {
+        Ok(r) => f(r),
+        Err(e) => e,
+    })
+}
+
+/// Initialise `l`. A process-shared rwlock is `ENOTSUP`: the
+/// rw-semaphore cannot be shared between processes, and glibc's own
+/// could not be told apart from it in place.
+///
+/// # Safety
+/// `l` is null or writable; `attr` is null or an initialised attribute.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_init(
+    l: *mut pthread_rwlock_t,
+    attr: *const pthread_rwlockattr_t,
+) -> c_int {
+    guarded(|| {
+        if l.is_null() {
+            return libc::EINVAL;
+        }
+        if !attr.is_null() {
+            let mut shared = 0;
+            // SAFETY: an initialised attribute.
+            if unsafe { libc::pthread_rwlockattr_getpshared(attr, &mut shared) } != 0 {
+                return libc::EINVAL;
+            }
+            if shared == libc::PTHREAD_PROCESS_SHARED {
+                return refused();
+            }
+        }
+        // SAFETY: non-null, writable, unused by others; size and alignment
+        // fit. Also clears byte 48.
+        unsafe { l.cast::<RawRwSem>().write(RawRwSem::new()) };
+        0
+    })
+}
+
+/// Destroy `l`: 0, or `EBUSY` if it is held.
+///
+/// # Safety
+/// `l` is null or a live rwlock.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { with(l, |r| if r.is_held() { libc::EBUSY } else { 0 }) }
+}
+
+/// Read-lock `l`: 0, or `EDEADLK` if the caller write-holds it. A read
+/// lock the caller already holds is counted and never waits.
+///
+/// # Safety
+/// `l` is null or a live rwlock.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with(l, |r| {
+            read_lock(
+                r,
+                || {
+                    let _ = r.raw_lock_shared();
+                    true
+                },
+                0,
+            )
+        })
+    }
+}
+
+/// Read-lock `l` without waiting: 0 or `EBUSY`.
+///
+/// # Safety
+/// `l` is null or a live rwlock.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with(l, |r| {
+            if written_by_me(r) {
+                return libc::EBUSY;
+            }
+            read_lock(r, || r.raw_try_lock_shared().is_some(), libc::EBUSY)
+        })
+    }
+}
+
+fn timedrd(r: &RawRwSem, clock: libc::clockid_t, ts: *const timespec) -> c_int {
+    // SAFETY: `ts` is null or readable (the C caller's contract).
+    let left = match unsafe { time_left(clock, ts) } {
+        Ok(left) => left,
+        Err(e) => return e,
+    };
+    read_lock(
+        r,
+        || {
+            if left.is_zero() {
+                r.raw_try_lock_shared().is_some()
+            } else {
+                r.raw_try_lock_shared_until_ns(klock::sys::deadline_after(left))
+                    .is_some()
+            }
+        },
+        libc::ETIMEDOUT,
+    )
+}
+
+fn timedwr(r: &RawRwSem, clock: libc::clockid_t, ts: *const timespec) -> c_int {
+    // SAFETY: as in timedrd.
+    let left = match unsafe { time_left(clock, ts) } {
+        Ok(left) => left,
+        Err(e) => return e,
+    };
+    if written_by_me(r) || read_by_me(r) {
+        return libc::EDEADLK;
+    }
+    let g = if left.is_zero() {
+        r.raw_try_lock_exclusive()
+    } else {
+        r.raw_try_lock_exclusive_until_ns(klock::sys::deadline_after(left))
+    };
+    if g.is_some() {
+        0
+    } else {
+        libc::ETIMEDOUT
+    }
+}
+
+/// Read-lock `l` unless the absolute `CLOCK_REALTIME` deadline `ts`
+/// passes first: 0, `ETIMEDOUT`, `EDEADLK`, `EINVAL` (bad `ts`).
+///
+/// # Safety
+/// `l` is null or a live rwlock; `ts` is null or readable.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_timedrdlock(
+    l: *mut pthread_rwlock_t,
+    ts: *const timespec,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { with(l, |r| timedrd(r, libc::CLOCK_REALTIME, ts)) }
+}
+
+/// As `pthread_rwlock_timedrdlock`, the deadline on `clock`.
+///
+/// # Safety
+/// As `pthread_rwlock_timedrdlock`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
+    l: *mut pthread_rwlock_t,
+    clock: libc::clockid_t,
+    ts: *const timespec,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { with(l, |r| timedrd(r, clock, ts)) }
+}
+
+/// Write-lock `l`: 0, or `EDEADLK` if the caller holds it (to read or
+/// to write).
+///
+/// # Safety
+/// `l` is null or a live rwlock.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with(l, |r| {
+            if written_by_me(r) || read_by_me(r) {
+                return libc::EDEADLK;
+            }
+            let _ = r.raw_lock_exclusive();
+            0
+        })
+    }
+}
+
+/// Write-lock `l` if it is free: 0 or `EBUSY` (also if the caller holds
+/// it).
+///
+/// # Safety
+/// `l` is null or a live rwlock.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with(l, |r| match r.raw_try_lock_exclusive() {
+            Some(_) => 0,
+            None => libc::EBUSY,
+        })
+    }
+}
+
+/// Write-lock `l` unless the absolute `CLOCK_REALTIME` deadline `ts`
+/// passes first: 0, `ETIMEDOUT`, `EDEADLK`, `EINVAL` (bad `ts`).
+///
+/// # Safety
+/// `l` is null or a live rwlock; `ts` is null or readable.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_timedwrlock(
+    l: *mut pthread_rwlock_t,
+    ts: *const timespec,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { with(l, |r| timedwr(r, libc::CLOCK_REALTIME, ts)) }
+}
+
+/// As `pthread_rwlock_timedwrlock`, the deadline on `clock`.
+///
+/// # Safety
+/// As `pthread_rwlock_timedwrlock`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
+    l: *mut pthread_rwlock_t,
+    clock: libc::clockid_t,
+    ts: *const timespec,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { with(l, |r| timedwr(r, clock, ts)) }
+}
+
+/// The unlock of [`pthread_rwlock_unlock`].
+fn unlock(r: &RawRwSem) -> c_int {
+    if written_by_me(r) {
+        // SAFETY: we write-hold it; the guard is ours.
+        unsafe { r.raw_unlock_exclusive(write_guard()) };
+        return 0;
+    }
+    match drop_read(r) {
+        Dropped::Counted => 0,
+        Dropped::None => libc::EPERM,
+        Dropped::Last => {
+            // SAFETY: this thread took a read hold and recorded it.
+            unsafe { r.raw_unlock_shared() };
+            0
+        }
+        // No list to ask: trust the caller as far as the lock word allows.
+        Dropped::Unknown if r.is_write_held() || !r.is_held() => libc::EPERM,
+        Dropped::Unknown => {
+            // SAFETY: readers hold it; by the caller's contract the caller
+            // is one.
+            unsafe { r.raw_unlock_shared() };
+            0
+        }
+    }
+}
+
+/// Release the caller's hold of `l`, read or write: 0, or `EPERM` if the
+/// caller holds none.
+///
+/// # Safety
+/// `l` is null or a live rwlock.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { with(l, unlock) }
+}

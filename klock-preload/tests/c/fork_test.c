@@ -1,0 +1,281 @@
+/*
+ * Runs under LD_PRELOAD=libklock_preload.so: process-shared, robust and
+ * priority-inheritance mutexes (forwarded to glibc, or shared in place),
+ * and fork in a multithreaded program, with the other threads idle and
+ * with them contending a mutex. Prints "ok" and exits 0, or names the
+ * failed checks and exits 1.
+ */
+#define _GNU_SOURCE
+#include "common.h"
+
+static pthread_cond_t s_cond = PTHREAD_COND_INITIALIZER;
+
+/* ---- forwarded objects and fork ----------------------------------------- */
+
+struct shared {
+  pthread_mutex_t m;
+  pthread_spinlock_t s;
+  pthread_cond_t c;
+  long count_m, count_s, ready; /* under m, under s */
+};
+
+static void forwarded_and_shared(void) {
+  struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  CHECK(sh != MAP_FAILED);
+  pthread_mutexattr_t at;
+  pthread_mutexattr_init(&at);
+  pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
+  uint64_t before = forwarded();
+  CHECK_RC(pthread_mutex_init(&sh->m, &at), 0);
+  pthread_mutexattr_destroy(&at);
+  CHECK(forwarded() == before + 1);
+  CHECK_RC(pthread_spin_init(&sh->s, PTHREAD_PROCESS_SHARED), 0);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+  CHECK_RC(pthread_cond_init(&sh->c, &ca), 0);
+  pthread_condattr_destroy(&ca);
+
+  /* Two processes count under the shared mutex and spinlock, and hand
+   * over through the shared condition variable. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (int i = 0; i < 2000; i++) {
+      if (pthread_mutex_lock(&sh->m)) _exit(2);
+      sh->count_m++;
+      pthread_mutex_unlock(&sh->m);
+      pthread_spin_lock(&sh->s);
+      sh->count_s++;
+      pthread_spin_unlock(&sh->s);
+    }
+    pthread_mutex_lock(&sh->m);
+    sh->ready = 1;
+    pthread_cond_signal(&sh->c);
+    pthread_mutex_unlock(&sh->m);
+    _exit(0);
+  }
+  for (int i = 0; i < 2000; i++) {
+    CHECK_RC(pthread_mutex_lock(&sh->m), 0);
+    sh->count_m++;
+    CHECK_RC(pthread_mutex_unlock(&sh->m), 0);
+    pthread_spin_lock(&sh->s);
+    sh->count_s++;
+    pthread_spin_unlock(&sh->s);
+  }
+  CHECK_RC(pthread_mutex_lock(&sh->m), 0);
+  while (!sh->ready)
+    CHECK_RC(pthread_cond_wait(&sh->c, &sh->m), 0);
+  CHECK_RC(pthread_mutex_unlock(&sh->m), 0);
+  int status;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(sh->count_m == 4000 && sh->count_s == 4000);
+  CHECK(forwarded() >= before + 4000); /* later calls forward too */
+  CHECK_RC(pthread_mutex_destroy(&sh->m), 0);
+  munmap(sh, sizeof *sh);
+
+  /* Robust and priority-inheritance mutexes are glibc's. */
+  pthread_mutexattr_init(&at);
+  pthread_mutexattr_setrobust(&at, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_t rb;
+  CHECK_RC(pthread_mutex_init(&rb, &at), 0);
+  pthread_mutexattr_destroy(&at);
+  before = forwarded();
+  CHECK_RC(pthread_mutex_lock(&rb), 0);
+  CHECK_RC(elsewhere(try_mutex, &rb), EBUSY);
+  CHECK_RC(pthread_mutex_unlock(&rb), 0);
+  CHECK(forwarded() == before + 3);
+  CHECK_RC(pthread_mutex_destroy(&rb), 0);
+  pthread_mutexattr_init(&at);
+  pthread_mutexattr_setprotocol(&at, PTHREAD_PRIO_INHERIT);
+  pthread_mutexattr_settype(&at, PTHREAD_MUTEX_ERRORCHECK);
+  pthread_mutex_t pi;
+  CHECK_RC(pthread_mutex_init(&pi, &at), 0);
+  pthread_mutexattr_destroy(&at);
+  before = forwarded();
+  CHECK_RC(pthread_mutex_lock(&pi), 0);
+  CHECK_RC(pthread_mutex_lock(&pi), EDEADLK);
+  CHECK_RC(pthread_mutex_unlock(&pi), 0);
+  CHECK(forwarded() == before + 3);
+  /* A condition variable works with a forwarded mutex too. */
+  CHECK_RC(pthread_mutex_lock(&pi), 0);
+  struct timespec ts = in_ms(CLOCK_REALTIME, 5);
+  CHECK_RC(pthread_cond_timedwait(&s_cond, &pi, &ts), ETIMEDOUT);
+  CHECK_RC(pthread_mutex_unlock(&pi), 0);
+  CHECK_RC(pthread_mutex_destroy(&pi), 0);
+}
+
+static pthread_mutex_t f_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_rwlock_t f_rw = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_mutex_t f_gate_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t f_gate = PTHREAD_COND_INITIALIZER;
+static int f_paused, f_pause, f_stop;
+
+/* Hammers the locks; parks on a condition variable while the main thread
+ * forks, so that no thread is queued on or inside a lock at the fork (see
+ * docs/preload.md: a waiter caught queued at a fork is left behind in the
+ * child's copy of that lock). */
+static void *fork_hammer(void *arg) {
+  (void)arg;
+  for (;;) {
+    pthread_mutex_lock(&f_mutex);
+    counter++;
+    pthread_mutex_unlock(&f_mutex);
+    pthread_rwlock_rdlock(&f_rw);
+    pthread_rwlock_unlock(&f_rw);
+    pthread_mutex_lock(&f_gate_mutex);
+    if (f_pause) {
+      f_paused++;
+      pthread_cond_broadcast(&f_gate);
+      while (f_pause)
+        pthread_cond_wait(&f_gate, &f_gate_mutex);
+      f_paused--;
+    }
+    int stop = f_stop;
+    pthread_mutex_unlock(&f_gate_mutex);
+    if (stop)
+      return NULL;
+  }
+}
+
+static void *child_thread(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 1000; i++) {
+    pthread_mutex_lock(&f_mutex);
+    counter++;
+    pthread_mutex_unlock(&f_mutex);
+    pthread_rwlock_wrlock(&f_rw);
+    pthread_rwlock_unlock(&f_rw);
+  }
+  return NULL;
+}
+
+static void fork_multithreaded(void) {
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++)
+    pthread_create(&t[i], NULL, fork_hammer, NULL);
+  for (int round = 0; round < 5; round++) {
+    usleep(2000);
+    pthread_mutex_lock(&f_gate_mutex);
+    f_pause = 1;
+    while (f_paused < 4)
+      pthread_cond_wait(&f_gate, &f_gate_mutex);
+    /* The forking thread holds a lock across the fork, as an atfork
+     * handler would: the child unlocks it. */
+    pthread_mutex_lock(&f_mutex);
+    pid_t pid = fork();
+    pthread_mutex_unlock(&f_mutex);
+    if (pid == 0) {
+      /* Only the forking thread exists here; the locks work. */
+      if (pthread_mutex_unlock(&f_gate_mutex)) _exit(2);
+      if (pthread_mutex_trylock(&f_mutex)) _exit(3);
+      pthread_mutex_unlock(&f_mutex);
+      if (pthread_rwlock_wrlock(&f_rw)) _exit(4);
+      pthread_rwlock_unlock(&f_rw);
+      pthread_t c[4];
+      for (int i = 0; i < 4; i++)
+        if (pthread_create(&c[i], NULL, child_thread, NULL)) _exit(5);
+      for (int i = 0; i < 4; i++)
+        pthread_join(c[i], NULL);
+      _exit(0);
+    }
+    f_pause = 0;
+    pthread_cond_broadcast(&f_gate);
+    pthread_mutex_unlock(&f_gate_mutex);
+    int status;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "FAIL fork round %d: child status %#x\n", round, status);
+      failures++;
+    }
+  }
+  pthread_mutex_lock(&f_gate_mutex);
+  f_stop = 1;
+  pthread_mutex_unlock(&f_gate_mutex);
+  for (int i = 0; i < 4; i++)
+    pthread_join(t[i], NULL);
+}
+
+/* Forks while other threads contend a mutex: the prepare handler takes
+ * it, so at the fork the other threads are queued on it (or inside its
+ * wait-list lock), and the child's copy of the lock names threads that
+ * exist only in the parent. The child's handler unlocks it, and the child
+ * then locks it from new threads (see docs/preload.md, "fork"). */
+static pthread_mutex_t c_mutex = PTHREAD_MUTEX_INITIALIZER;
+static volatile int c_stop, c_atfork;
+
+static void *c_hammer(void *arg) {
+  (void)arg;
+  while (!c_stop) {
+    pthread_mutex_lock(&c_mutex);
+    counter++;
+    pthread_mutex_unlock(&c_mutex);
+  }
+  return NULL;
+}
+
+static void *c_child_thread(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 2000; i++) {
+    pthread_mutex_lock(&c_mutex);
+    counter++;
+    pthread_mutex_unlock(&c_mutex);
+  }
+  return NULL;
+}
+
+static void c_prepare(void) {
+  if (c_atfork)
+    pthread_mutex_lock(&c_mutex);
+}
+static void c_release(void) {
+  if (c_atfork)
+    pthread_mutex_unlock(&c_mutex);
+}
+
+static void fork_contended(void) {
+  CHECK_RC(pthread_atfork(c_prepare, c_release, c_release), 0);
+  c_atfork = 1;
+  pthread_t t[6];
+  for (int i = 0; i < 6; i++)
+    pthread_create(&t[i], NULL, c_hammer, NULL);
+  for (int round = 0; round < 30; round++) {
+    usleep(2000);
+    pid_t pid = fork();
+    if (pid == 0) {
+      pthread_t c[4];
+      for (int i = 0; i < 4; i++)
+        if (pthread_create(&c[i], NULL, c_child_thread, NULL)) _exit(5);
+      for (int i = 0; i < 4; i++)
+        pthread_join(c[i], NULL);
+      if (pthread_mutex_trylock(&c_mutex)) _exit(6);
+      pthread_mutex_unlock(&c_mutex);
+      _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "FAIL contended fork round %d: child status %#x\n",
+              round, status);
+      failures++;
+    }
+  }
+  c_stop = 1;
+  for (int i = 0; i < 6; i++)
+    pthread_join(t[i], NULL);
+  c_atfork = 0;
+}
+
+int main(void) {
+  load_probe();
+  forwarded_and_shared();
+  fork_multithreaded();
+  fork_contended();
+  if (failures) {
+    fprintf(stderr, "%d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("ok\n");
+  return 0;
+}

@@ -1,0 +1,135 @@
+//! Compiles the C programs `tests/c/preload_test.c` and `fork_test.c`
+//! with the C compiler (`$CC`, else `cc`) against nothing but glibc, and
+//! runs them with a freshly built `libklock_preload.so` in `LD_PRELOAD`:
+//! they check that every replaced symbol binds to the library and that
+//! the locks behave (the second: forwarded objects and fork), and print
+//! `ok`.
+
+// The library is built for x86-64 glibc only (see src/lib.rs).
+#![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Build `libklock_preload.so` (cargo builds no cdylib for integration
+/// tests) into the profile folder above this test executable's `deps/`,
+/// with that folder's profile; return the library's path.
+fn build_preload() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .to_path_buf();
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "test",
+        Some(name) => name,
+    };
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(&cargo)
+        .args([
+            "build",
+            "-p",
+            "klock-preload",
+            "--lib",
+            "--profile",
+            profile,
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run `{cargo}`: {e}"));
+    assert!(
+        status.success(),
+        "cargo build -p klock-preload --lib failed"
+    );
+    let so = dir.join("libklock_preload.so");
+    assert!(so.is_file(), "no {}", so.display());
+    so
+}
+
+/// Compile the C test program `tests/c/<name>.c` into an executable
+/// named after it and `tag` (tests running at once use different tags);
+/// return its path.
+fn compile(name: &str, tag: &str) -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("klock_{name}_{tag}"));
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+        .arg(&out)
+        .arg(manifest.join(format!("tests/c/{name}.c")))
+        .args(["-lpthread", "-ldl"])
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}`: {e}"));
+    assert!(status.success(), "compiling tests/c/{name}.c failed");
+    out
+}
+
+/// Run `prog` (with `LD_PRELOAD=so` if given), killing it after `limit`.
+fn run(prog: &Path, so: Option<&Path>, limit: Duration) -> (bool, String) {
+    let mut cmd = Command::new(prog);
+    if let Some(so) = so {
+        cmd.env("LD_PRELOAD", so);
+    }
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the C test");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("collect output");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (
+        out.status.success() && stdout.trim() == "ok",
+        format!("{}\n{stdout}{stderr}", out.status),
+    )
+}
+
+/// Build the library once, then run `tests/c/<name>.c` under it three
+/// times: the exclusion, condition variable and fork checks are races
+/// that a single lucky run could pass.
+fn runs_clean(name: &str) {
+    let so = library();
+    let prog = compile(name, "preloaded");
+    for _ in 0..3 {
+        let (ok, log) = run(&prog, Some(&so), Duration::from_secs(120));
+        assert!(ok, "{name} under LD_PRELOAD failed (or hung): {log}");
+    }
+}
+
+/// The library, built by whichever test comes first.
+fn library() -> PathBuf {
+    static SO: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SO.get_or_init(build_preload).clone()
+}
+
+#[test]
+fn c_program_runs_on_klock_locks() {
+    runs_clean("preload_test");
+}
+
+#[test]
+fn forwarded_objects_and_fork() {
+    runs_clean("fork_test");
+}
+
+#[test]
+fn probe_fails_without_the_preload() {
+    // The program refuses to run on glibc's own locks: its probe is real.
+    let prog = compile("preload_test", "alone");
+    let (ok, log) = run(&prog, None, Duration::from_secs(60));
+    assert!(!ok, "the probe passed without LD_PRELOAD: {log}");
+    assert!(log.contains("not loaded"), "{log}");
+}

@@ -1,0 +1,136 @@
+//! Tests of [`RawMutexCompact`](super::RawMutexCompact).
+
+use super::*;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+#[test]
+fn zeroed_is_unlocked_and_spare_untouched() {
+    let m = RawMutexCompact::new();
+    m.spare()[0].store(0xdead_beef, Relaxed);
+    assert!(!m.is_locked());
+    m.lock();
+    assert!(m.held_by_me());
+    assert!(!m.try_lock());
+    // SAFETY: held.
+    unsafe { m.unlock() };
+    assert!(!m.is_locked());
+    assert_eq!(m.spare()[0].load(Relaxed), 0xdead_beef);
+    assert_eq!(m.spare()[1].load(Relaxed), 0);
+}
+
+#[test]
+fn exclusion_under_contention() {
+    struct Shared(RawMutexCompact, core::cell::UnsafeCell<u64>);
+    // SAFETY: the u64 is only touched under the lock.
+    unsafe impl Sync for Shared {}
+    let s = Arc::new(Shared(
+        RawMutexCompact::new(),
+        core::cell::UnsafeCell::new(0),
+    ));
+    let hs: Vec<_> = (0..8)
+        .map(|t| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for i in 0..20_000u32 {
+                    let timed = (i + t) % 7 == 0;
+                    if timed {
+                        if !s.0.lock_until_ns(monotonic_ns() + 1_000_000_000) {
+                            continue;
+                        }
+                    } else {
+                        s.0.lock();
+                    }
+                    // SAFETY: under the lock.
+                    unsafe { *s.1.get() += 1 };
+                    // SAFETY: held.
+                    unsafe { s.0.unlock() };
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    // SAFETY: all threads joined.
+    assert_eq!(unsafe { *s.1.get() }, 8 * 20_000);
+    assert!(!s.0.is_locked());
+    assert_eq!(s.0.word(), 0);
+}
+
+/// Holds longer than the hand-off bound: first waiters demand the
+/// lock, unlocks hand it over (PICKUP), and timed waiters give up
+/// while a hand-off may be pending.
+#[test]
+fn long_holds_hand_off_and_timeouts_leave_cleanly() {
+    struct Shared(RawMutexCompact, core::cell::UnsafeCell<u64>);
+    // SAFETY: the u64 is only touched under the lock.
+    unsafe impl Sync for Shared {}
+    let hold = Duration::from_nanos(handoff_ns() + 1_000_000);
+    let s = Arc::new(Shared(
+        RawMutexCompact::new(),
+        core::cell::UnsafeCell::new(0),
+    ));
+    let taken = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..6)
+        .map(|t| {
+            let (s, taken) = (s.clone(), taken.clone());
+            std::thread::spawn(move || {
+                for _ in 0..6 {
+                    if t % 3 == 0 {
+                        // Gives up before a holder is done.
+                        if !s
+                            .0
+                            .lock_until_ns(monotonic_ns() + hold.as_nanos() as u64 / 2)
+                        {
+                            continue;
+                        }
+                    } else {
+                        s.0.lock();
+                    }
+                    // SAFETY: under the lock.
+                    unsafe { *s.1.get() += 1 };
+                    taken.fetch_add(1, Relaxed);
+                    std::thread::sleep(hold);
+                    // SAFETY: held.
+                    unsafe { s.0.unlock() };
+                }
+            })
+        })
+        .collect();
+    // Watch the word: a waiter must have demanded a hand-off.
+    let mut seen = 0;
+    while !hs.iter().all(|h| h.is_finished()) {
+        seen |= s.0.word() & C_HANDOFF;
+        std::thread::yield_now();
+    }
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_ne!(seen, 0, "no hand-off was demanded");
+    // SAFETY: all threads joined.
+    assert_eq!(unsafe { *s.1.get() }, taken.load(Relaxed) as u64);
+    assert!(taken.load(Relaxed) >= 4 * 6);
+    assert_eq!(s.0.word(), 0, "flags left behind");
+}
+
+#[test]
+fn timed_lock_times_out_and_unlock_any_releases() {
+    let m = Arc::new(RawMutexCompact::new());
+    m.lock();
+    let m2 = m.clone();
+    let timed_out = Arc::new(AtomicUsize::new(0));
+    let t2 = timed_out.clone();
+    std::thread::spawn(move || {
+        if !m2.lock_until_ns(monotonic_ns() + 20_000_000) {
+            t2.store(1, Relaxed);
+        }
+        // Another thread's hold is released for it.
+        assert!(m2.unlock_any());
+    })
+    .join()
+    .unwrap();
+    assert_eq!(timed_out.load(Relaxed), 1);
+    assert!(!m.is_locked());
+    assert!(!m.unlock_any());
+}
