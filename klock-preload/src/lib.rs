@@ -35,11 +35,32 @@ mod cond;
 mod mutex;
 mod rwlock;
 mod spin;
+mod stat;
 // The C API's deadline conversion, shared source (klock-ffi builds no
 // rlib to depend on). Its polling helper is unused here.
 #[allow(dead_code)]
 #[path = "../../klock-ffi/src/time.rs"]
 mod time;
+
+/// Run when the dynamic linker loads the library, before the program's
+/// `main`: reads `KLOCK_STAT` (the lock profile).
+extern "C" fn on_load() {
+    stat::init_from_env();
+}
+
+/// Run at the program's `exit` (and at `dlclose`): prints the lock
+/// profile if it is on.
+extern "C" fn on_exit() {
+    stat::report();
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;
+
+#[used]
+#[link_section = ".fini_array"]
+static ON_EXIT: extern "C" fn() = on_exit;
 
 /// Calls forwarded to glibc's own functions.
 static FORWARDED: AtomicU64 = AtomicU64::new(0);

@@ -16,6 +16,7 @@
 //! forwarded, and glibc records those attributes as bits of `__kind`
 //! ([`GLIBC_ONLY`]), which every later call reads to forward as well.
 
+use crate::stat::{self, Kind};
 use crate::time::time_left;
 use crate::{forwarded, guarded, real};
 use core::ffi::c_int;
@@ -121,6 +122,9 @@ pub(crate) unsafe fn release_for_wait(m: *mut pthread_mutex_t) -> Result<Release
     }
     let d = depth(r).load(Relaxed);
     depth(r).store(0, Relaxed);
+    if stat::on() {
+        stat::releasing_exclusive(m as usize, Kind::Mutex);
+    }
     // SAFETY: we hold it.
     unsafe { r.unlock() };
     Ok(Released::Klock(d))
@@ -141,7 +145,7 @@ pub(crate) unsafe fn reacquire(m: *mut pthread_mutex_t, what: Released) -> c_int
         Released::Klock(d) => {
             // SAFETY: the caller's contract (it was ours a moment ago).
             let r = unsafe { &*m.cast::<RawMutexCompact>() };
-            r.lock();
+            lock(m as usize, r);
             depth(r).store(d, Relaxed);
             0
         }
@@ -256,11 +260,29 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
                 }
             }
             _ => {
-                r.lock();
+                lock(m as usize, r);
                 0
             }
         }
     })
+}
+
+/// Lock a klock mutex, through the profile when it is on.
+#[inline]
+fn lock(addr: usize, r: &RawMutexCompact) {
+    if stat::on() {
+        stat::lock_exclusive(
+            addr,
+            Kind::Mutex,
+            || r.try_lock(),
+            || {
+                r.lock();
+                true
+            },
+        );
+    } else {
+        r.lock();
+    }
 }
 
 /// Lock `m` if it is free: 0 or `EBUSY` (a recursive mutex's holder
@@ -286,6 +308,9 @@ pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int
             return relock(r);
         }
         if r.try_lock() {
+            if stat::on() {
+                stat::acquired(m as usize, Kind::Mutex, None, true);
+            }
             0
         } else {
             libc::EBUSY
@@ -305,10 +330,25 @@ fn timedlock(r: &RawMutexCompact, clock: libc::clockid_t, ts: *const timespec) -
         ERRORCHECK if r.held_by_me() => return libc::EDEADLK,
         _ => {}
     }
+    let addr = r as *const RawMutexCompact as usize;
     let got = if left.is_zero() {
-        r.try_lock()
+        let got = r.try_lock();
+        if got && stat::on() {
+            stat::acquired(addr, Kind::Mutex, None, true);
+        }
+        got
     } else {
-        r.lock_until_ns(klock::sys::deadline_after(left))
+        let deadline = klock::sys::deadline_after(left);
+        if stat::on() {
+            stat::lock_exclusive(
+                addr,
+                Kind::Mutex,
+                || r.try_lock(),
+                || r.lock_until_ns(deadline),
+            )
+        } else {
+            r.lock_until_ns(deadline)
+        }
     };
     if got {
         0
@@ -405,6 +445,9 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
                     depth(r).store(depth(r).load(Relaxed) - 1, Relaxed);
                     0
                 } else {
+                    if stat::on() {
+                        stat::releasing_exclusive(m as usize, Kind::Mutex);
+                    }
                     // SAFETY: we hold it.
                     unsafe { r.unlock_as(tid) };
                     0
@@ -414,6 +457,9 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
                 // Normal and adaptive: release it whoever holds it, as
                 // glibc does; this also needs no tid (no thread-local
                 // access) for the usual unlock by the holder.
+                if stat::on() {
+                    stat::releasing_exclusive(m as usize, Kind::Mutex);
+                }
                 r.unlock_any();
                 0
             }

@@ -25,6 +25,7 @@
 //! its own tid there only while it write-holds the lock (`EDEADLK`,
 //! `EPERM`).
 
+use crate::stat::{self, Kind};
 use crate::time::time_left;
 use crate::{guarded, me, refused};
 use core::cell::RefCell;
@@ -167,6 +168,12 @@ fn read_lock(r: &RawRwSem, take: impl FnOnce() -> bool, err: c_int) -> c_int {
     0
 }
 
+/// The rwlock's address: its row in the lock profile.
+#[inline]
+fn addr_of(r: &RawRwSem) -> usize {
+    r as *const RawRwSem as usize
+}
+
 /// Whether the calling thread write-holds `r`.
 #[inline]
 fn written_by_me(r: &RawRwSem) -> bool {
@@ -251,8 +258,19 @@ pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_in
             read_lock(
                 r,
                 || {
-                    let _ = r.raw_lock_shared();
-                    true
+                    if stat::on() {
+                        stat::lock_shared(
+                            addr_of(r),
+                            || r.raw_try_lock_shared().is_some(),
+                            || {
+                                let _ = r.raw_lock_shared();
+                                true
+                            },
+                        )
+                    } else {
+                        let _ = r.raw_lock_shared();
+                        true
+                    }
                 },
                 0,
             )
@@ -272,7 +290,17 @@ pub unsafe extern "C" fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c
             if written_by_me(r) {
                 return libc::EBUSY;
             }
-            read_lock(r, || r.raw_try_lock_shared().is_some(), libc::EBUSY)
+            read_lock(
+                r,
+                || {
+                    let got = r.raw_try_lock_shared().is_some();
+                    if got && stat::on() {
+                        stat::acquired(addr_of(r), Kind::RwLock, None, false);
+                    }
+                    got
+                },
+                libc::EBUSY,
+            )
         })
     }
 }
@@ -286,11 +314,18 @@ fn timedrd(r: &RawRwSem, clock: libc::clockid_t, ts: *const timespec) -> c_int {
     read_lock(
         r,
         || {
+            let deadline = klock::sys::deadline_after(left);
+            let timed = || r.raw_try_lock_shared_until_ns(deadline).is_some();
             if left.is_zero() {
-                r.raw_try_lock_shared().is_some()
+                let got = r.raw_try_lock_shared().is_some();
+                if got && stat::on() {
+                    stat::acquired(addr_of(r), Kind::RwLock, None, false);
+                }
+                got
+            } else if stat::on() {
+                stat::lock_shared(addr_of(r), || r.raw_try_lock_shared().is_some(), timed)
             } else {
-                r.raw_try_lock_shared_until_ns(klock::sys::deadline_after(left))
-                    .is_some()
+                timed()
             }
         },
         libc::ETIMEDOUT,
@@ -306,12 +341,24 @@ fn timedwr(r: &RawRwSem, clock: libc::clockid_t, ts: *const timespec) -> c_int {
     if written_by_me(r) || read_by_me(r) {
         return libc::EDEADLK;
     }
-    let g = if left.is_zero() {
-        r.raw_try_lock_exclusive()
+    let deadline = klock::sys::deadline_after(left);
+    let got = if left.is_zero() {
+        let got = r.raw_try_lock_exclusive().is_some();
+        if got && stat::on() {
+            stat::acquired(addr_of(r), Kind::RwLock, None, true);
+        }
+        got
+    } else if stat::on() {
+        stat::lock_exclusive(
+            addr_of(r),
+            Kind::RwLock,
+            || r.raw_try_lock_exclusive().is_some(),
+            || r.raw_try_lock_exclusive_until_ns(deadline).is_some(),
+        )
     } else {
-        r.raw_try_lock_exclusive_until_ns(klock::sys::deadline_after(left))
+        r.raw_try_lock_exclusive_until_ns(deadline).is_some()
     };
-    if g.is_some() {
+    if got {
         0
     } else {
         libc::ETIMEDOUT
@@ -359,7 +406,19 @@ pub unsafe extern "C" fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_in
             if written_by_me(r) || read_by_me(r) {
                 return libc::EDEADLK;
             }
-            let _ = r.raw_lock_exclusive();
+            if stat::on() {
+                stat::lock_exclusive(
+                    addr_of(r),
+                    Kind::RwLock,
+                    || r.raw_try_lock_exclusive().is_some(),
+                    || {
+                        let _ = r.raw_lock_exclusive();
+                        true
+                    },
+                );
+            } else {
+                let _ = r.raw_lock_exclusive();
+            }
             0
         })
     }
@@ -375,7 +434,12 @@ pub unsafe extern "C" fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) -> c
     // SAFETY: the caller's contract.
     unsafe {
         with(l, |r| match r.raw_try_lock_exclusive() {
-            Some(_) => 0,
+            Some(_) => {
+                if stat::on() {
+                    stat::acquired(addr_of(r), Kind::RwLock, None, true);
+                }
+                0
+            }
             None => libc::EBUSY,
         })
     }
@@ -412,6 +476,9 @@ pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
 /// The unlock of [`pthread_rwlock_unlock`].
 fn unlock(r: &RawRwSem) -> c_int {
     if written_by_me(r) {
+        if stat::on() {
+            stat::releasing_exclusive(addr_of(r), Kind::RwLock);
+        }
         // SAFETY: we write-hold it; the guard is ours.
         unsafe { r.raw_unlock_exclusive(write_guard()) };
         return 0;

@@ -11,6 +11,7 @@
 //! sets.
 
 use crate::guarded;
+use crate::stat::{self, Kind};
 use core::ffi::c_int;
 use core::sync::atomic::{
     AtomicU32,
@@ -133,6 +134,16 @@ pub unsafe extern "C" fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int 
             Ok((w, q)) => {
                 if w.load(Relaxed) & PSHARED != 0 {
                     tas_lock(w);
+                } else if stat::on() {
+                    stat::lock_exclusive(
+                        l as usize,
+                        Kind::Spin,
+                        || q.raw_try_lock(),
+                        || {
+                            q.raw_lock();
+                            true
+                        },
+                    );
                 } else {
                     q.raw_lock();
                 }
@@ -160,7 +171,11 @@ pub unsafe extern "C" fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_i
                         && w.compare_exchange(v, v | TAS_LOCKED, Acquire, Relaxed)
                             .is_ok()
                 } else {
-                    q.raw_try_lock()
+                    let got = q.raw_try_lock();
+                    if got && stat::on() {
+                        stat::acquired(l as usize, Kind::Spin, None, true);
+                    }
+                    got
                 };
                 if got {
                     0
@@ -192,6 +207,9 @@ pub unsafe extern "C" fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_in
                     // A clear locked byte means nobody holds it (a pending
                     // or queued waiter sets it as it takes over), and the
                     // queued spinlock's unlock must not run then.
+                    if stat::on() {
+                        stat::releasing_exclusive(l as usize, Kind::Spin);
+                    }
                     // SAFETY: held (by the caller, or by another thread
                     // the program unlocks for, as glibc allows).
                     unsafe { q.raw_unlock() };

@@ -1,0 +1,467 @@
+//! The lock profile (`KLOCK_STAT=1`, or `klock run --stat`): which lock of
+//! the program hurts, printed to stderr when the program exits.
+//!
+//! For each lock the program used: where it was first locked (the first
+//! return address outside this library), times locked, owner changes
+//! (an acquisition by another thread than the last), contended
+//! acquisitions (the first attempt failed), total / average / longest
+//! wait, and average / longest write hold; sorted by total wait.
+//!
+//! The statistics live in a table beside the locks, keyed by address
+//! (the locks themselves stay in place and unchanged): entries are
+//! claimed with a CAS and never freed, so a lock destroyed and another
+//! made at its address share a row, and a program with more than
+//! [`CAPACITY`] locks has the rest counted as "not tracked". With the
+//! profile off (the default) every lock call pays one load of a flag.
+//!
+//! Timestamps are the TSC where the kernel itself uses it as its clock
+//! (a few ns to read), else `clock_gettime` (20–30 ns on a virtual
+//! machine, which made the profile 2–3 times as costly), converted to ns
+//! at exit. Holds are timed for
+//! exclusive holds only (mutexes, spinlocks, write locks): readers hold a
+//! lock together and would need a start time each.
+
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
+use klock::sys::monotonic_ns;
+use std::io::Write;
+use std::sync::OnceLock;
+
+/// Rows in the table: the locks a profile can tell apart.
+pub const CAPACITY: usize = 1 << 14;
+/// Rows printed (`KLOCK_STAT_TOP` overrides).
+const DEFAULT_TOP: usize = 16;
+
+/// Which kind of lock a row counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    Mutex = 1,
+    RwLock = 2,
+    Spin = 3,
+}
+
+impl Kind {
+    fn name(k: u8) -> &'static str {
+        match k {
+            1 => "mutex",
+            2 => "rwlock",
+            3 => "spin",
+            _ => "?",
+        }
+    }
+}
+
+/// One lock's counts. All `Relaxed`: statistics, read once at exit.
+/// An exclusive holder updates its row while holding the lock, so plain
+/// loads and stores suffice (the lock orders one holder's writes before
+/// the next holder's reads); readers of a rwlock share theirs and use
+/// RMWs. Aligned so that two locks' rows share no cache line.
+#[repr(C, align(64))]
+struct Row {
+    // First cache line: what every acquisition and release touches.
+    /// The lock's address; 0 = free row.
+    addr: AtomicUsize,
+    locked: AtomicU64,
+    changed: AtomicU64,
+    /// Start of the current exclusive hold (clock units).
+    hold_start: AtomicU64,
+    holds: AtomicU64,
+    hold_total: AtomicU64,
+    hold_max: AtomicU64,
+    /// tid of the last thread that took it (owner changes).
+    last: AtomicU32,
+    kind: AtomicU8,
+    /// The row is claimed and `site` written (`Release`, read with
+    /// `Acquire` at exit).
+    ready: AtomicBool,
+    // Second line: contended acquisitions and the report only.
+    /// First return address outside this library, when first locked.
+    site: AtomicUsize,
+    contended: AtomicU64,
+    wait_total: AtomicU64,
+    wait_max: AtomicU64,
+}
+
+impl Row {
+    const fn new() -> Self {
+        Self {
+            addr: AtomicUsize::new(0),
+            kind: AtomicU8::new(0),
+            ready: AtomicBool::new(false),
+            site: AtomicUsize::new(0),
+            locked: AtomicU64::new(0),
+            contended: AtomicU64::new(0),
+            changed: AtomicU64::new(0),
+            last: AtomicU32::new(0),
+            wait_total: AtomicU64::new(0),
+            wait_max: AtomicU64::new(0),
+            hold_start: AtomicU64::new(0),
+            holds: AtomicU64::new(0),
+            hold_total: AtomicU64::new(0),
+            hold_max: AtomicU64::new(0),
+        }
+    }
+}
+
+struct Table {
+    rows: Box<[Row]>,
+    /// Acquisitions of locks that found the table full.
+    untracked: AtomicU64,
+    /// Clock calibration: lockstat units and monotonic ns at start.
+    t0: (u64, u64),
+}
+
+/// On: `KLOCK_STAT` set (and not `0`) when the library was loaded.
+static ON: AtomicBool = AtomicBool::new(false);
+/// Timestamps from the TSC (else `clock_gettime`); set at load.
+static TSC: AtomicBool = AtomicBool::new(false);
+
+/// A timestamp: TSC ticks or ns (see the module docs).
+#[inline(always)]
+fn now() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if TSC.load(Relaxed) {
+        // SAFETY: RDTSC has no preconditions on x86-64.
+        return unsafe { core::arch::x86_64::_rdtsc() };
+    }
+    monotonic_ns()
+}
+static TABLE: OnceLock<Table> = OnceLock::new();
+
+/// Whether the profile is on: the only cost of the profile when it is off.
+#[inline(always)]
+pub fn on() -> bool {
+    ON.load(Relaxed)
+}
+
+/// Read `KLOCK_STAT` once, at load (from the library's constructor).
+pub(crate) fn init_from_env() {
+    let want = std::env::var_os("KLOCK_STAT").is_some_and(|v| !v.is_empty() && v != "0");
+    if want {
+        let tsc = cfg!(target_arch = "x86_64")
+            && std::fs::read_to_string(
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+            )
+            .is_ok_and(|s| s.trim() == "tsc");
+        TSC.store(tsc, Relaxed);
+        let _ = table();
+        ON.store(true, Relaxed);
+    }
+}
+
+fn table() -> &'static Table {
+    TABLE.get_or_init(|| Table {
+        rows: (0..CAPACITY).map(|_| Row::new()).collect(),
+        untracked: AtomicU64::new(0),
+        t0: (now(), monotonic_ns()),
+    })
+}
+
+/// The row of the lock at `addr`, claimed on first use; `None` when
+/// the table is full.
+#[inline]
+fn row(addr: usize, kind: Kind) -> Option<&'static Row> {
+    let t = table();
+    // Fibonacci hashing of the address (locks are at least 4-aligned).
+    let mut i = ((addr >> 2) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize % CAPACITY;
+    for _ in 0..CAPACITY {
+        let r = &t.rows[i];
+        let a = r.addr.load(Relaxed);
+        if a == addr {
+            return Some(r);
+        }
+        if a == 0 {
+            match r.addr.compare_exchange(0, addr, Relaxed, Relaxed) {
+                Ok(_) => {
+                    r.kind.store(kind as u8, Relaxed);
+                    r.site.store(call_site(), Relaxed);
+                    // Release: the report reads kind and site after
+                    // seeing `ready` (Acquire).
+                    r.ready.store(true, Release);
+                    return Some(r);
+                }
+                Err(now) if now == addr => return Some(r),
+                Err(_) => {}
+            }
+        }
+        i = (i + 1) % CAPACITY;
+    }
+    t.untracked.fetch_add(1, Relaxed);
+    None
+}
+
+/// The first return address on the stack outside this library (the
+/// program's call of the pthread function), or 0.
+#[cold]
+fn call_site() -> usize {
+    let mut frames = [core::ptr::null_mut::<libc::c_void>(); 24];
+    // SAFETY: a buffer of the given length.
+    let n = unsafe { libc::backtrace(frames.as_mut_ptr(), frames.len() as libc::c_int) };
+    let mine = object_base(call_site as *const () as usize);
+    frames[..n.max(0) as usize]
+        .iter()
+        .map(|&f| f as usize)
+        .find(|&ip| ip != 0 && object_base(ip) != mine)
+        .unwrap_or(0)
+}
+
+/// The load address of the object that holds `ip` (0: none).
+fn object_base(ip: usize) -> usize {
+    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+    // SAFETY: any address may be asked; `info` is writable.
+    if unsafe { libc::dladdr(ip as *const libc::c_void, &mut info) } == 0 {
+        return 0;
+    }
+    info.dli_fbase as usize
+}
+
+/// Take an exclusive lock with the profile on: `try_lock` first (an
+/// uncontended acquisition), else time `lock`. Returns `lock`'s result
+/// (`true` when the lock was taken).
+#[inline(never)]
+pub fn lock_exclusive(
+    addr: usize,
+    kind: Kind,
+    try_lock: impl FnOnce() -> bool,
+    lock: impl FnOnce() -> bool,
+) -> bool {
+    if try_lock() {
+        acquired(addr, kind, None, true);
+        return true;
+    }
+    let t = now();
+    let got = lock();
+    if got {
+        acquired(addr, kind, Some(now().saturating_sub(t)), true);
+    }
+    got
+}
+
+/// As [`lock_exclusive`], for a read lock.
+#[inline(never)]
+pub fn lock_shared(
+    addr: usize,
+    try_lock: impl FnOnce() -> bool,
+    lock: impl FnOnce() -> bool,
+) -> bool {
+    if try_lock() {
+        acquired(addr, Kind::RwLock, None, false);
+        return true;
+    }
+    let t = now();
+    let got = lock();
+    if got {
+        acquired(addr, Kind::RwLock, Some(now().saturating_sub(t)), false);
+    }
+    got
+}
+
+/// Count an acquisition that already happened (`wait`: `None` if it was
+/// not contended, else how long it waited, in clock units).
+pub fn acquired(addr: usize, kind: Kind, wait: Option<u64>, exclusive: bool) {
+    let Some(r) = row(addr, kind) else { return };
+    let me = klock::thread::current_tid();
+    if exclusive {
+        // We hold the lock alone: plain updates (see `Row`).
+        let add = |c: &AtomicU64, v: u64| c.store(c.load(Relaxed).wrapping_add(v), Relaxed);
+        add(&r.locked, 1);
+        if let Some(w) = wait {
+            add(&r.contended, 1);
+            add(&r.wait_total, w);
+            if w > r.wait_max.load(Relaxed) {
+                r.wait_max.store(w, Relaxed);
+            }
+        }
+        if r.last.load(Relaxed) != me {
+            r.last.store(me, Relaxed);
+            add(&r.changed, 1);
+        }
+        r.hold_start.store(now(), Relaxed);
+        return;
+    }
+    r.locked.fetch_add(1, Relaxed);
+    if let Some(w) = wait {
+        r.contended.fetch_add(1, Relaxed);
+        r.wait_total.fetch_add(w, Relaxed);
+        r.wait_max.fetch_max(w, Relaxed);
+    }
+    if r.last.load(Relaxed) != me && r.last.swap(me, Relaxed) != me {
+        r.changed.fetch_add(1, Relaxed);
+    }
+}
+
+/// An exclusive holder is about to release the lock at `addr`.
+pub fn releasing_exclusive(addr: usize, kind: Kind) {
+    let Some(r) = row(addr, kind) else { return };
+    let start = r.hold_start.load(Relaxed);
+    if start == 0 {
+        return;
+    }
+    // We still hold the lock alone: plain updates (see `Row`).
+    let h = now().saturating_sub(start);
+    r.hold_start.store(0, Relaxed);
+    r.holds.store(r.holds.load(Relaxed) + 1, Relaxed);
+    r.hold_total
+        .store(r.hold_total.load(Relaxed).wrapping_add(h), Relaxed);
+    if h > r.hold_max.load(Relaxed) {
+        r.hold_max.store(h, Relaxed);
+    }
+}
+
+/// A snapshot of one row, in ns.
+struct Line {
+    kind: u8,
+    site: usize,
+    locked: u64,
+    changed: u64,
+    contended: u64,
+    wait_total: f64,
+    wait_max: f64,
+    holds: u64,
+    hold_total: f64,
+    hold_max: f64,
+}
+
+/// Print the profile to stderr (the library's destructor calls it at
+/// exit).
+pub(crate) fn report() {
+    if !on() {
+        return;
+    }
+    let t = table();
+    let ns_per_unit = {
+        let (u0, n0) = t.t0;
+        let (du, dn) = (now().saturating_sub(u0), monotonic_ns().saturating_sub(n0));
+        if du == 0 || dn == 0 {
+            1.0
+        } else {
+            dn as f64 / du as f64
+        }
+    };
+    let mut lines: Vec<Line> = t
+        .rows
+        .iter()
+        .filter(|r| r.ready.load(Acquire) && r.locked.load(Relaxed) > 0)
+        .map(|r| Line {
+            kind: r.kind.load(Relaxed),
+            site: r.site.load(Relaxed),
+            locked: r.locked.load(Relaxed),
+            changed: r.changed.load(Relaxed),
+            contended: r.contended.load(Relaxed),
+            wait_total: r.wait_total.load(Relaxed) as f64 * ns_per_unit,
+            wait_max: r.wait_max.load(Relaxed) as f64 * ns_per_unit,
+            holds: r.holds.load(Relaxed),
+            hold_total: r.hold_total.load(Relaxed) as f64 * ns_per_unit,
+            hold_max: r.hold_max.load(Relaxed) as f64 * ns_per_unit,
+        })
+        .collect();
+    lines.sort_by(|a, b| {
+        b.wait_total
+            .total_cmp(&a.wait_total)
+            .then(b.contended.cmp(&a.contended))
+            .then(b.locked.cmp(&a.locked))
+    });
+    let top = std::env::var("KLOCK_STAT_TOP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_TOP);
+    let mut out = String::new();
+    let contended = lines.iter().filter(|l| l.contended > 0).count();
+    let prog = std::env::args_os()
+        .next()
+        .map(|a| a.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    out.push_str(&format!(
+        "\nklock: lock profile of {prog} (pid {}): {} locks used, {} contended; \
+         sorted by total wait; wait times in ms and us, holds (exclusive only) in us\n",
+        std::process::id(),
+        lines.len(),
+        contended,
+    ));
+    out.push_str(&format!(
+        "{:>4} {:<6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10}  {}\n",
+        "Lock",
+        "Type",
+        "Locked",
+        "Changed",
+        "Cont.",
+        "tot.Wait[ms]",
+        "avgW[us]",
+        "maxW[us]",
+        "avgH[us]",
+        "maxH[us]",
+        "Site (first locked at)"
+    ));
+    for (i, l) in lines.iter().take(top).enumerate() {
+        let avg_w = if l.contended > 0 {
+            l.wait_total / l.contended as f64
+        } else {
+            0.0
+        };
+        let avg_h = if l.holds > 0 {
+            l.hold_total / l.holds as f64
+        } else {
+            0.0
+        };
+        out.push_str(&format!(
+            "{:>4} {:<6} {:>12} {:>10} {:>10} {:>12.3} {:>10.2} {:>10.2} {:>10.3} {:>10.2}  {}\n",
+            i + 1,
+            Kind::name(l.kind),
+            l.locked,
+            l.changed,
+            l.contended,
+            l.wait_total / 1e6,
+            avg_w / 1e3,
+            l.wait_max / 1e3,
+            avg_h / 1e3,
+            l.hold_max / 1e3,
+            describe(l.site)
+        ));
+    }
+    let untracked = t.untracked.load(Relaxed);
+    if untracked > 0 {
+        out.push_str(&format!(
+            "klock: {untracked} acquisitions not tracked (more than {CAPACITY} locks)\n"
+        ));
+    }
+    let fwd = crate::klock_preload_forwarded();
+    if fwd > 0 {
+        out.push_str(&format!(
+            "klock: {fwd} calls forwarded to glibc (process-shared, robust or priority mutexes; not profiled)\n"
+        ));
+    }
+    let _ = std::io::stderr().write_all(out.as_bytes());
+}
+
+/// `function+0xoff (object)` for a return address, or `object+0xoff`
+/// when the object exports no symbol there (`addr2line -e object 0xoff`
+/// names it).
+fn describe(ip: usize) -> String {
+    if ip == 0 {
+        return "?".into();
+    }
+    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+    // SAFETY: any address may be asked; `info` is writable.
+    if unsafe { libc::dladdr(ip as *const libc::c_void, &mut info) } == 0 {
+        return format!("{ip:#x}");
+    }
+    let cstr = |p: *const libc::c_char| {
+        if p.is_null() {
+            None
+        } else {
+            // SAFETY: dladdr's strings are NUL-terminated and live while
+            // the object is loaded.
+            Some(
+                unsafe { core::ffi::CStr::from_ptr(p) }
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        }
+    };
+    let object = cstr(info.dli_fname).unwrap_or_else(|| "?".into());
+    match cstr(info.dli_sname) {
+        Some(sym) => format!("{sym}+{:#x} ({object})", ip - info.dli_saddr as usize),
+        None => format!("{object}+{:#x}", ip - info.dli_fbase as usize),
+    }
+}

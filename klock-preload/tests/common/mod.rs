@@ -1,0 +1,59 @@
+//! Helpers of the preload's integration tests: build the library, compile
+//! a C test program.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Build `libklock_preload.so` (cargo builds no cdylib for integration
+/// tests) into the profile folder above this test executable's `deps/`,
+/// with that folder's profile; return the library's path. Concurrent
+/// calls are serialised by cargo's own build lock.
+pub fn build_preload() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .to_path_buf();
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "test",
+        Some(name) => name,
+    };
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(&cargo)
+        .args([
+            "build",
+            "-p",
+            "klock-preload",
+            "--lib",
+            "--profile",
+            profile,
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run `{cargo}`: {e}"));
+    assert!(
+        status.success(),
+        "cargo build -p klock-preload --lib failed"
+    );
+    let so = dir.join("libklock_preload.so");
+    assert!(so.is_file(), "no {}", so.display());
+    so
+}
+
+/// Compile the C program `src` (relative to this crate) into `out` with
+/// the C compiler (`$CC`, else `cc`), adding `extra` flags.
+pub fn compile_c(src: &str, out: &Path, extra: &[&str]) {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(&cc)
+        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1"])
+        .args(extra)
+        .arg("-o")
+        .arg(out)
+        .arg(manifest.join(src))
+        .args(["-lpthread", "-ldl"])
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}`: {e}"));
+    assert!(status.success(), "compiling {src} failed");
+}

@@ -1,0 +1,78 @@
+//! The lock profile (`KLOCK_STAT=1`): `tests/c/profile_test.c` has one
+//! hot mutex among four locks; the profile printed at exit must rank it
+//! first, count its acquisitions exactly and name the function that locks
+//! it. Without `KLOCK_STAT` nothing is printed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+mod common;
+
+/// Threads and iterations of the C program (its `THREADS`, and argv[1]).
+const THREADS: u64 = 8;
+const ITERATIONS: u64 = 5000;
+
+fn compile() -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("klock_profile_test");
+    // -rdynamic: the program exports its functions, so that dladdr names
+    // the locking function in the profile.
+    common::compile_c("tests/c/profile_test.c", &out, &["-rdynamic"]);
+    out
+}
+
+fn run(prog: &Path, so: &Path, stat: bool) -> Output {
+    let mut c = Command::new(prog);
+    c.arg(ITERATIONS.to_string()).env("LD_PRELOAD", so);
+    if stat {
+        c.env("KLOCK_STAT", "1");
+    } else {
+        c.env_remove("KLOCK_STAT");
+    }
+    c.output().expect("run the profile test")
+}
+
+#[test]
+fn profile_names_the_hot_lock_first() {
+    let so = common::build_preload();
+    let prog = compile();
+    let o = run(&prog, &so, true);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
+    assert!(err.contains("klock: lock profile of"), "{err}");
+    assert!(err.contains("4 locks used"), "{err}");
+    let rows: Vec<&str> = err
+        .lines()
+        .skip_while(|l| !l.starts_with("Lock "))
+        .skip(1)
+        .collect();
+    let first: Vec<&str> = rows
+        .first()
+        .expect("a profile row")
+        .split_whitespace()
+        .collect();
+    // Lock Type Locked Changed Cont. tot.Wait avgW maxW avgH maxH Site...
+    assert_eq!(first[1], "mutex", "{err}");
+    assert_eq!(first[2], (THREADS * ITERATIONS).to_string(), "{err}");
+    assert!(first[10].starts_with("hot_worker_lock+"), "{err}");
+    // The rwlock and the spinlock are taken once every 16 iterations.
+    let per_16 = (THREADS * ITERATIONS.div_ceil(16)).to_string();
+    for kind in ["rwlock", "spin"] {
+        let row: Vec<&str> = rows
+            .iter()
+            .map(|r| r.split_whitespace().collect::<Vec<_>>())
+            .find(|r| r.get(1) == Some(&kind))
+            .unwrap_or_else(|| panic!("no {kind} row: {err}"));
+        assert_eq!(row[2], per_16, "{kind}: {err}");
+    }
+}
+
+#[test]
+fn no_profile_unless_asked() {
+    let so = common::build_preload();
+    let prog = compile();
+    let o = run(&prog, &so, false);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("lock profile"), "{err}");
+}
