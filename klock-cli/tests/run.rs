@@ -52,3 +52,52 @@ fn no_program_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("PROGRAM"), "{}", stderr(&o));
 }
+
+// The preload library and a C program, built as the preload's own tests
+// build them.
+#[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+#[path = "../../klock-preload/tests/common/mod.rs"]
+mod common;
+
+/// `klock run --stat` starts an unmodified C program on klock's locks
+/// (the program's own probe checks the binding) and prints the profile;
+/// `--compare` runs it both ways and exits 0.
+#[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+#[test]
+fn runs_a_c_program_on_klock_with_the_profile_and_compares() {
+    let so = common::build_preload();
+    let so = so.to_str().expect("utf-8 path");
+    let prog = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("klock_run_profile_test");
+    common::compile_c(
+        "../klock-preload/tests/c/profile_test.c",
+        &prog,
+        &["-rdynamic"],
+    );
+    let prog = prog.to_str().expect("utf-8 path");
+
+    let o = klock_run(&["--preload", so, "--stat", "--", prog, "2000"], &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
+    assert!(err.contains("klock: lock profile of"), "{err}");
+    assert!(err.contains("hot_worker_lock+"), "{err}");
+
+    // The library found through KLOCK_PRELOAD; the exit status passed on.
+    let o = klock_run(&["--", "sh", "-c", "exit 7"], &[("KLOCK_PRELOAD", so)]);
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+
+    let o = klock_run(&["--preload", so, "--compare", "2", "--", prog, "500"], &[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert_eq!(
+        out.lines().filter(|l| l.ends_with("  ok")).count(),
+        4,
+        "{out}"
+    );
+    assert!(out.contains("median wall: glibc"), "{out}");
+
+    // A run that fails is reported, and --compare exits 1.
+    let o = klock_run(&["--preload", so, "--compare", "1", "--", "false"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("non-zero status"), "{}", stderr(&o));
+}

@@ -251,7 +251,19 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
                 // One tid lookup for the check and the lock.
                 let tid = crate::me();
                 if !r.held_by(tid) {
-                    r.lock_as(tid);
+                    if stat::on() {
+                        stat::lock_exclusive(
+                            m as usize,
+                            Kind::Mutex,
+                            || r.try_lock(),
+                            || {
+                                r.lock_as(tid);
+                                true
+                            },
+                        );
+                    } else {
+                        r.lock_as(tid);
+                    }
                     0
                 } else if ty == RECURSIVE {
                     relock(r)

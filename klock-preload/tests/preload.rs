@@ -12,57 +12,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Build `libklock_preload.so` (cargo builds no cdylib for integration
-/// tests) into the profile folder above this test executable's `deps/`,
-/// with that folder's profile; return the library's path.
-fn build_preload() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>")
-        .to_path_buf();
-    let profile = match dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => "test",
-        Some(name) => name,
-    };
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(&cargo)
-        .args([
-            "build",
-            "-p",
-            "klock-preload",
-            "--lib",
-            "--profile",
-            profile,
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run `{cargo}`: {e}"));
-    assert!(
-        status.success(),
-        "cargo build -p klock-preload --lib failed"
-    );
-    let so = dir.join("libklock_preload.so");
-    assert!(so.is_file(), "no {}", so.display());
-    so
-}
+mod common;
+use common::build_preload;
 
 /// Compile the C test program `tests/c/<name>.c` into an executable
 /// named after it and `tag` (tests running at once use different tags);
 /// return its path.
 fn compile(name: &str, tag: &str) -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("klock_{name}_{tag}"));
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let status = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
-        .arg(&out)
-        .arg(manifest.join(format!("tests/c/{name}.c")))
-        .args(["-lpthread", "-ldl"])
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}`: {e}"));
-    assert!(status.success(), "compiling tests/c/{name}.c failed");
+    common::compile_c(&format!("tests/c/{name}.c"), &out, &[]);
     out
 }
 

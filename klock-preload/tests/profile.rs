@@ -3,6 +3,9 @@
 //! first, count its acquisitions exactly and name the function that locks
 //! it. Without `KLOCK_STAT` nothing is printed.
 
+// The library is built for x86-64 glibc only (see src/lib.rs).
+#![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -1,5 +1,5 @@
-//! Helpers of the preload's integration tests: build the library, compile
-//! a C test program.
+//! Helpers of the preload's integration tests (and of `klock run`'s,
+//! which include this file): build the library, compile a C test program.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,8 +41,9 @@ pub fn build_preload() -> PathBuf {
     so
 }
 
-/// Compile the C program `src` (relative to this crate) into `out` with
-/// the C compiler (`$CC`, else `cc`), adding `extra` flags.
+/// Compile the C program `src` (relative to the including crate) into
+/// `out` with the C compiler (`$CC`, else `cc`), adding `extra` flags.
+#[allow(dead_code)] // not every including test compiles C
 pub fn compile_c(src: &str, out: &Path, extra: &[&str]) {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
