@@ -38,6 +38,7 @@ impl<const PL: u32, const PV: bool> TryBench for QSpin<PL, PV> {
 pub struct QRw(super::peers::RawRw<klock::RawQRwLock>);
 
 impl BenchLock for QRw {
+    const SHARED: bool = true;
     /// Never sleeps: a pure spinlock.
     const SLEEPS: bool = false;
 
@@ -172,6 +173,8 @@ impl<const SPIN: u8> TryBench for RtMutexLock<SPIN> {
 pub struct RwSem<const RSPIN: u8, const ADAPTIVE: u8>(RawRw<klock::RawRwSemWith<RSPIN, ADAPTIVE>>);
 
 impl<const R: u8, const A: u8> BenchLock for RwSem<R, A> {
+    const SHARED: bool = true;
+
     fn new() -> Self {
         Self(<RawRw<_> as BenchLock>::new())
     }
@@ -208,7 +211,7 @@ pub struct OnBpf<L>(L);
 
 impl<L: BenchLock> BenchLock for OnBpf<L> {
     const PRIORITY_INHERITANCE: bool = L::PRIORITY_INHERITANCE;
-
+    const SHARED: bool = L::SHARED;
     const SLEEPS: bool = L::SLEEPS;
 
     fn new() -> Self {
@@ -231,6 +234,7 @@ impl<L: BenchLock> BenchLock for OnBpf<L> {
 }
 
 impl<L: TryBench> TryBench for OnBpf<L> {
+    const TRY: bool = L::TRY;
     #[inline]
     fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
         self.0.try_write(f)

@@ -20,6 +20,8 @@ pub trait BenchLock: Send + Sync + 'static {
     /// Whether the lock has priority inheritance (a PI futex): the pi
     /// suite's watchdog must then count no stall.
     const PRIORITY_INHERITANCE: bool = false;
+    /// Whether `read` really shares: readers run beside each other.
+    const SHARED: bool = false;
     /// A fresh, unlocked lock.
     fn new() -> Self;
     /// Run `f` holding the lock exclusively.
@@ -91,6 +93,8 @@ impl<R: lock_api::RawMutex + Send + Sync + 'static> BenchLock for RawM<R> {
 pub struct RawRw<R>(R);
 
 impl<R: lock_api::RawRwLock + Send + Sync + 'static> BenchLock for RawRw<R> {
+    const SHARED: bool = true;
+
     fn new() -> Self {
         Self(R::INIT)
     }
@@ -135,6 +139,8 @@ impl BenchLock for StdMutex {
 pub struct StdRwLock(std::sync::RwLock<()>);
 
 impl BenchLock for StdRwLock {
+    const SHARED: bool = true;
+
     fn new() -> Self {
         Self(std::sync::RwLock::new(()))
     }
@@ -260,6 +266,8 @@ unsafe impl Send for PthreadRwLock {}
 unsafe impl Sync for PthreadRwLock {}
 
 impl BenchLock for PthreadRwLock {
+    const SHARED: bool = true;
+
     fn new() -> Self {
         let l = Box::new(UnsafeCell::new(libc::PTHREAD_RWLOCK_INITIALIZER));
         // SAFETY: boxed, so the address is stable from init on.
@@ -357,6 +365,10 @@ impl BenchLock for TtasLock {
 /// suite's tracked runs need it to count contentions; a lock type gets
 /// tracked only once it implements this.
 pub trait TryBench: BenchLock {
+    /// Whether the try is real. A lock without one (`false`) answers every
+    /// try with `Err`, and `klock stat` and treelock's lockstat runs leave
+    /// it out rather than count every acquisition as contended.
+    const TRY: bool = true;
     /// Run `f` holding the lock exclusively if that takes no waiting.
     fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F>;
     /// Run `f` holding the lock shared if that takes no waiting.

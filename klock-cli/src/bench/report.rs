@@ -227,7 +227,7 @@ pub fn shell_quote(a: &str) -> String {
 }
 
 /// A suite's result file.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ResultFile {
     pub suite: String,
     pub machine: Machine,
@@ -242,7 +242,68 @@ pub struct ResultFile {
     /// klock's default lock against the best peer: `verdict`,
     /// `verdict_summary` (and `verdict_note`) at the top level.
     #[serde(flatten)]
-    pub verdict: super::verdict::Verdict,
+    pub verdict: Verdict,
+}
+
+/// One verdict row (JSON `verdict[]`; computed in `verdict`). `ratio` is klock's kop/s over the
+/// peer's: at or above 1.00, klock did at least as well. In the
+/// uncontended verdict it is the peer's ns/op over klock's (the same
+/// number).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct VerdictRow {
+    pub threads: usize,
+    pub klock_lock: String,
+    pub klock_kops: f64,
+    pub klock_per_thread_min: u64,
+    pub klock_per_thread_mean: f64,
+    pub peer_lock: String,
+    pub peer_kops: f64,
+    pub peer_per_thread_min: u64,
+    pub peer_per_thread_mean: f64,
+    /// Infinite (JSON `null`) when no peer finished an operation but klock did.
+    pub ratio: f64,
+    /// The ratio, rounded to the two decimals printed, is below 1.00.
+    pub loss: bool,
+    /// Some thread of klock's lock finished no operation (Min = 0).
+    pub starved: bool,
+    /// Uncontended only: the kind (`spinlock`, `mutex`, `rwlock`, `rwsem`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Uncontended only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub klock_ns_per_op: Option<f64>,
+    /// Uncontended only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_ns_per_op: Option<f64>,
+    /// Uncontended only: klock's ns/op is at most 10% above the peer's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub within_10pct: Option<bool>,
+}
+
+/// The line under the table (JSON `verdict_summary`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    /// Geometric mean of the ratios at the thread counts from 4 up (every
+    /// row in the uncontended verdict); `None` when there is none.
+    pub geomean: Option<f64>,
+    /// The thread counts the geomean covers, lowest and highest.
+    pub geomean_threads: Option<(usize, usize)>,
+    pub won: usize,
+    pub lost: usize,
+    pub starved: usize,
+}
+
+/// A suite's verdict, flattened into the result file: `verdict` (the
+/// rows), `verdict_summary`, and `verdict_note` when there is no table.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Verdict {
+    #[serde(rename = "verdict")]
+    pub rows: Vec<VerdictRow>,
+    #[serde(rename = "verdict_summary")]
+    pub summary: Option<Summary>,
+    /// Why there is no verdict although the suite has one.
+    #[serde(rename = "verdict_note", skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl ResultFile {
@@ -865,7 +926,8 @@ fn plot_all(rows: &[ResultRow], ids: Vec<String>, unit: &str) -> PlotData {
 /// SVG plot: kop/s against threads (log2 axis), one line per lock with
 /// error bars over the runs, split into near and far panels when the runs
 /// fell into two CPU placements; the legend to the right of the panels.
-pub fn plot(file: &ResultFile, path: &Path) -> Result<(), String> {
+/// `unit` is what the error bars span (`runs`; pi: `windows`).
+pub fn plot(file: &ResultFile, path: &Path, unit: &str) -> Result<(), String> {
     use plotters::prelude::*;
     let rows = &file.results;
     let (_, threads) = axes(rows);
@@ -876,11 +938,6 @@ pub fn plot(file: &ResultFile, path: &Path) -> Result<(), String> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {}", dir.display(), io_reason(&e)))?;
     }
-    let unit = if file.suite == super::pi::SUITE {
-        "windows"
-    } else {
-        "runs"
-    };
     let data = plot_data(rows, unit);
     let x = |t: usize| (t as f64).log2();
     let (x0, x1) = (
@@ -1273,7 +1330,7 @@ mod plot_tests {
         assert!(d.y_desc.contains("median") && d.y_desc.contains("min to max"));
 
         let path = tmp("two-placements.svg");
-        plot(&file("mutex", rows), &path).unwrap();
+        plot(&file("mutex", rows), &path, "runs").unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.contains("CPUs near") && svg.contains("CPUs far"));
         for id in ["a", "b"] {
@@ -1333,7 +1390,7 @@ mod plot_tests {
             })
             .collect();
         let path = tmp("legend.svg");
-        plot(&file("mutex", rows), &path).unwrap();
+        plot(&file("mutex", rows), &path, "runs").unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         let data_right = polyline_x(&svg).into_iter().fold(0.0, f64::max);
         assert!(data_right > 0.0, "no data lines in the SVG");
@@ -1398,7 +1455,7 @@ mod plot_tests {
         assert!(placement_cut(&f.results).is_some());
         let path = std::env::var_os("KLOCK_PLOT_OUT")
             .map_or_else(|| tmp("committed.svg"), std::path::PathBuf::from);
-        plot(&f, &path).unwrap();
+        plot(&f, &path, "runs").unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.contains("CPUs near") && svg.contains("CPUs far"));
         let (ids, _) = axes(&f.results);
