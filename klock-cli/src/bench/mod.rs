@@ -4,8 +4,8 @@
 //! The modules, from the bottom up (`tests/bench_modules.rs` keeps it so:
 //! a module names only modules below it, and none names this one):
 //!
-//! * the locks: `peers` (the [`peers::BenchLock`] trait and the locks klock
-//!   is measured against), `klocks`, `pi_peers`, `tracked` (lockstat
+//! * the locks: `peers` (the [`peers::BenchLock`] trait family and the locks
+//!   klock is measured against), `raw` (any `lock_api` lock), `klocks`, `pi_peers`, `tracked` (lockstat
 //!   around any of them), and `registry`, the one table of them;
 //! * measuring: `stats`, `xfer`, `workload` (the common workload);
 //! * results: `report` (rows, files, tables, plots) and `verdict`;
@@ -20,6 +20,7 @@ pub mod peers;
 pub mod pi;
 pub mod pi_peers;
 pub mod plain;
+pub mod raw;
 pub mod registry;
 pub mod report;
 pub mod stat;

@@ -1,10 +1,12 @@
 //! The locks klock is measured against, and the [`BenchLock`] trait through
 //! which every lock — peer or klock's — plugs into every suite.
 
+pub use super::raw::{Downgrade, NoDowngrade, RawM, RawRw, Timed, Untimed};
 use crossbeam_utils::CachePadded;
 use std::cell::UnsafeCell;
 use std::hint::spin_loop;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
 
 /// A lock as the benchmark sees it: run a closure under the exclusive
 /// (write) or shared (read) side. Exclusive-only locks use the default
@@ -60,66 +62,10 @@ pub fn with_oracle<L: BenchLock, R>(f: impl FnOnce() -> Result<R, String>) -> Re
     r
 }
 
-/// Any `lock_api` raw mutex (klock's locks, parking_lot's).
-pub struct RawM<R>(R);
-
-impl<R: lock_api::RawMutex> RawM<R> {
-    pub fn new() -> Self {
-        Self(R::INIT)
-    }
-}
-
-impl<R: lock_api::RawMutex> Default for RawM<R> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<R: lock_api::RawMutex + Send + Sync + 'static> BenchLock for RawM<R> {
-    fn new() -> Self {
-        Self(R::INIT)
-    }
-    #[inline]
-    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
-        let g = self.0.lock();
-        let r = f();
-        // SAFETY: `g` is the guard of the acquisition just made.
-        unsafe { self.0.unlock(g) };
-        r
-    }
-}
-
-/// Any `lock_api` raw rwlock.
-pub struct RawRw<R>(R);
-
-impl<R: lock_api::RawRwLock + Send + Sync + 'static> BenchLock for RawRw<R> {
-    const SHARED: bool = true;
-
-    fn new() -> Self {
-        Self(R::INIT)
-    }
-    #[inline]
-    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
-        let g = self.0.lock_exclusive();
-        let r = f();
-        // SAFETY: `g` is the guard of the acquisition just made.
-        unsafe { self.0.unlock_exclusive(g) };
-        r
-    }
-    #[inline]
-    fn read<T>(&self, f: impl FnOnce() -> T) -> T {
-        let g = self.0.lock_shared();
-        let r = f();
-        // SAFETY: as above, shared side.
-        unsafe { self.0.unlock_shared(g) };
-        r
-    }
-}
-
 /// `parking_lot::Mutex`.
-pub type ParkingLotMutex = RawM<parking_lot::RawMutex>;
+pub type ParkingLotMutex = RawM<parking_lot::RawMutex, Timed>;
 /// `parking_lot::RwLock`.
-pub type ParkingLotRwLock = RawRw<parking_lot::RawRwLock>;
+pub type ParkingLotRwLock = RawRw<parking_lot::RawRwLock, Timed, Downgrade>;
 
 /// `std::sync::Mutex`.
 pub struct StdMutex(std::sync::Mutex<()>);
@@ -360,10 +306,13 @@ impl BenchLock for TtasLock {
 // --- try-locks, for `klock stat` (lockstat needs to tell a contended
 // acquisition from an uncontended one) -------------------------------------
 
-/// A [`BenchLock`] that can also *try*: run `f` under the lock if it is
-/// free right now, else hand `f` back. `klock stat` and the treelock
-/// suite's tracked runs need it to count contentions; a lock type gets
-/// tracked only once it implements this.
+/// What a [`BenchLock`] can do beyond blocking: *try* (run `f` under the
+/// lock if it is free right now, else hand `f` back), try for a while,
+/// and downgrade. Each capability has a constant saying whether the lock
+/// really has it; without it, the method falls back to a weaker one (a
+/// timed attempt to a try, a downgrade to an exclusive hold). `klock
+/// stat` and the treelock suite's tracked runs use the try to count
+/// contentions; `klock torture` mixes in what the lock has.
 pub trait TryBench: BenchLock {
     /// Whether the try is real. A lock without one (`false`) answers every
     /// try with `Err`, and `klock stat` and treelock's lockstat runs leave
@@ -375,47 +324,31 @@ pub trait TryBench: BenchLock {
     fn try_read<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
         self.try_write(f)
     }
-}
 
-impl<R: lock_api::RawMutex + Send + Sync + 'static> TryBench for RawM<R> {
-    #[inline]
-    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
-        match self.0.try_lock() {
-            Some(g) => {
-                let r = f();
-                // SAFETY: `g` is the guard of the acquisition just made.
-                unsafe { self.0.unlock(g) };
-                Ok(r)
-            }
-            None => Err(f),
-        }
+    /// Whether the lock has a real timed acquire ([`TryBench::try_write_for`]).
+    const TIMED: bool = false;
+    /// Run `f` holding the lock exclusively if that takes at most `d`
+    /// (without `TIMED`: a try).
+    fn try_write_for<R, F: FnOnce() -> R>(&self, d: Duration, f: F) -> Result<R, F> {
+        let _ = d;
+        self.try_write(f)
     }
-}
+    /// The same, shared.
+    fn try_read_for<R, F: FnOnce() -> R>(&self, d: Duration, f: F) -> Result<R, F> {
+        let _ = d;
+        self.try_read(f)
+    }
 
-impl<R: lock_api::RawRwLock + Send + Sync + 'static> TryBench for RawRw<R> {
-    #[inline]
-    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
-        match self.0.try_lock_exclusive() {
-            Some(g) => {
-                let r = f();
-                // SAFETY: `g` is the guard of the acquisition just made.
-                unsafe { self.0.unlock_exclusive(g) };
-                Ok(r)
-            }
-            None => Err(f),
-        }
-    }
-    #[inline]
-    fn try_read<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
-        match self.0.try_lock_shared() {
-            Some(g) => {
-                let r = f();
-                // SAFETY: as above, shared side.
-                unsafe { self.0.unlock_shared(g) };
-                Ok(r)
-            }
-            None => Err(f),
-        }
+    /// Whether [`TryBench::write_downgrade`] really downgrades.
+    const DOWNGRADE: bool = false;
+    /// Take the lock exclusively and run `w`, downgrade to shared without
+    /// letting another writer in, run `r`, release. Without `DOWNGRADE`
+    /// both run under the exclusive lock.
+    fn write_downgrade<T>(&self, w: impl FnOnce(), r: impl FnOnce() -> T) -> T {
+        self.write(|| {
+            w();
+            r()
+        })
     }
 }
 

@@ -4,9 +4,11 @@
 
 use super::busted::{LockBusted, LockDeadlock, LockLostWake, RwBusted};
 use super::engine::{run, Config, Outcome};
-use super::lock::*;
+use super::lock::TortureLock;
+use crate::bench::klocks::{KMutex, QRw, QSpin, RtKwait, RtNoSpin, RtSpin, RwSem};
 use crate::bench::peers::{
-    PthreadAdaptive, PthreadNormal, PthreadRwLock, PthreadSpin, TicketLock, TtasLock,
+    ParkingLotMutex, ParkingLotRwLock, PthreadAdaptive, PthreadNormal, PthreadRwLock, PthreadSpin,
+    StdMutex, StdRwLock, TicketLock, TtasLock,
 };
 use klock::mutex::{NO_OWNER_SPIN, OWNER_SPIN};
 
@@ -69,85 +71,85 @@ macro_rules! broken {
 pub fn all() -> Vec<TortureType> {
     vec![
         klock!(
-            Mx<klock::RawQSpinLock>,
+            QSpin<{ klock::qspinlock::DEFAULT_PENDING_LOOPS }>,
             "qspinlock",
             "klock::SpinLock: queued spinlock (pending wait 512), paravirt slow path (spin, then sleep)"
         ),
         klock!(
-            Mx<klock::qspinlock::RawQSpinLockNative>,
+            QSpin<{ klock::qspinlock::DEFAULT_PENDING_LOOPS }, false>,
             "qspinlock-native",
             "klock queued spinlock, the kernel's native slow path (pure spinning)"
         ),
         klock!(
-            Mx<klock::RawQSpinLockWith<0, false>>,
+            QSpin<0, false>,
             "qspinlock-pl0",
             "klock native queued spinlock without the pending->locked wait"
         ),
         klock!(
-            Mx<klock::RawMutexWith<OWNER_SPIN>, Timed>,
+            KMutex<OWNER_SPIN>,
             "mutex",
             "klock::Mutex: spins on a running owner (kernel OWNER_SPIN) unless its adaptive test finds sleeping faster"
         ),
         klock!(
-            Mx<klock::RawMutexWith<{ klock::mutex::OWNER_SPIN_FIXED }>, Timed>,
+            KMutex<{ klock::mutex::OWNER_SPIN_FIXED }>,
             "mutex-fixed",
             "klock mutex, always spins on a running owner (no adaptive test)"
         ),
         klock!(
-            Mx<klock::RawMutexWith<NO_OWNER_SPIN>, Timed>,
+            KMutex<NO_OWNER_SPIN>,
             "mutex-nospin",
             "klock mutex, never spins (sleeps at once)"
         ),
         klock!(
-            Rw<klock::RawRwSemWith<{ klock::rwsem::ON }, { klock::rwsem::ON }>, Timed, Downgrade>,
+            RwSem<{ klock::rwsem::ON }, { klock::rwsem::ON }>,
             "rwsem",
             "klock::RwSem: rw-semaphore, reader optimistic spinning, adaptive disabling"
         ),
         klock!(
-            Rw<klock::RawRwSemWith<{ klock::rwsem::ON }, { klock::rwsem::OFF }>, Timed, Downgrade>,
+            RwSem<{ klock::rwsem::ON }, { klock::rwsem::OFF }>,
             "rwsem-rspin",
             "klock rw-semaphore, reader spinning without adaptive disabling"
         ),
         klock!(
-            Rw<klock::RawRwSemWith<{ klock::rwsem::OFF }, { klock::rwsem::OFF }>, Timed, Downgrade>,
+            RwSem<{ klock::rwsem::OFF }, { klock::rwsem::OFF }>,
             "rwsem-nospin",
             "klock rw-semaphore without reader optimistic spinning"
         ),
         klock!(
-            Rw<klock::RawRwSemWith<{ klock::rwsem::STEAL }, { klock::rwsem::OFF }>, Timed, Downgrade>,
+            RwSem<{ klock::rwsem::STEAL }, { klock::rwsem::OFF }>,
             "rwsem-steal",
             "klock rw-semaphore, readers steal a free lock instead of spinning (mainline's design)"
         ),
         klock!(
-            Mx<klock::RawRtMutexWith<{ klock::rtmutex::RT_SPIN }>, Timed>,
+            RtSpin,
             "rtmutex",
             "klock::RtMutex: priority-inheritance futex mutex, top-waiter spinning, non-RT waiters wait in userspace"
         ),
         klock!(
-            Mx<klock::RawRtMutexWith<{ klock::rtmutex::RT_SPIN_KWAIT }>, Timed>,
+            RtKwait,
             "rtmutex-kwait",
             "klock rt-mutex, top-waiter spinning, every other waiter in the kernel"
         ),
         klock!(
-            Mx<klock::RawRtMutexWith<{ klock::rtmutex::NO_RT_SPIN }>, Timed>,
+            RtNoSpin,
             "rtmutex-nospin",
             "klock rt-mutex, no userspace spinning (straight to FUTEX_LOCK_PI2)"
         ),
         klock!(
-            Rw<klock::RawQRwLock>,
+            QRw,
             "qrwlock",
             "klock::RwLock: queued rwlock (fair: a waiting writer blocks new readers)"
         ),
-        peer!(StdMx, "std-mutex", "std::sync::Mutex"),
-        peer!(Mx<parking_lot::RawMutex, Timed>, "parking_lot", "parking_lot::Mutex"),
-        peer!(Peer<PthreadNormal, false>, "pthread", "glibc pthread_mutex_t, NORMAL (blocking only)"),
-        peer!(Peer<PthreadAdaptive, false>, "pthread-adaptive", "glibc pthread_mutex_t, ADAPTIVE_NP (blocking only)"),
-        peer!(Peer<PthreadSpin, false>, "pthread-spin", "glibc pthread_spinlock_t (blocking only)"),
-        peer!(Peer<TicketLock, false>, "ticket", "baseline ticket spinlock (blocking only)"),
-        peer!(Peer<TtasLock, false>, "ttas", "baseline test-and-test-and-set spinlock (blocking only)"),
-        peer!(StdRw, "std-rwlock", "std::sync::RwLock"),
-        peer!(Rw<parking_lot::RawRwLock, Timed, Downgrade>, "parking_lot-rwlock", "parking_lot::RwLock"),
-        peer!(Peer<PthreadRwLock, true>, "pthread-rwlock", "glibc pthread_rwlock_t (blocking only)"),
+        peer!(StdMutex, "std-mutex", "std::sync::Mutex"),
+        peer!(ParkingLotMutex, "parking_lot", "parking_lot::Mutex"),
+        peer!(PthreadNormal, "pthread", "glibc pthread_mutex_t, NORMAL"),
+        peer!(PthreadAdaptive, "pthread-adaptive", "glibc pthread_mutex_t, ADAPTIVE_NP"),
+        peer!(PthreadSpin, "pthread-spin", "glibc pthread_spinlock_t"),
+        peer!(TicketLock, "ticket", "baseline ticket spinlock"),
+        peer!(TtasLock, "ttas", "baseline test-and-test-and-set spinlock"),
+        peer!(StdRwLock, "std-rwlock", "std::sync::RwLock"),
+        peer!(ParkingLotRwLock, "parking_lot-rwlock", "parking_lot::RwLock"),
+        peer!(PthreadRwLock, "pthread-rwlock", "glibc pthread_rwlock_t"),
         broken!(LockBusted, "lock_busted", "BROKEN on purpose: takes nothing (must end in FAILURE)", hidden: false),
         broken!(RwBusted, "rwlock_busted", "BROKEN on purpose: readers ignore writers (must end in FAILURE)", hidden: false),
         broken!(LockDeadlock, "lock_deadlock", "BROKEN on purpose: loses an unlock, deadlocks (watchdog test)", hidden: true),
