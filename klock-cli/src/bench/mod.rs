@@ -4,18 +4,22 @@
 //! The modules, from the bottom up (`tests/bench_modules.rs` keeps it so:
 //! a module names only modules below it, and none names this one):
 //!
-//! * the locks: `peers` (the [`peers::BenchLock`] trait family and the locks
-//!   klock is measured against), `raw` (any `lock_api` lock), `klocks`, `pi_peers`, `tracked` (lockstat
-//!   around any of them), and `registry`, the one table of them;
+//! * the locks: `lock` (the [`lock::BenchLock`] trait family), `peers`
+//!   (the locks klock is measured against), `raw` (any `lock_api` lock),
+//!   `klocks`, `pi_peers`, `busted` (deliberately broken, for `klock
+//!   torture`), `tracked` (lockstat around any of them), and `registry`,
+//!   the one table of them, bench's and torture's;
 //! * measuring: `stats`, `xfer`, `workload` (the common workload);
 //! * results: `report` (rows, files, tables, plots) and `verdict`;
 //! * the suites: `suite` (the one shape and its driver), `plain`,
 //!   `treelock`, `pi`, `ctxswitch`, and `suites`, the table of them;
 //! * the commands: `driver` (`klock bench`) and `stat` (`klock stat`).
 
+pub mod busted;
 pub mod ctxswitch;
 pub mod driver;
 pub mod klocks;
+pub mod lock;
 pub mod peers;
 pub mod pi;
 pub mod pi_peers;

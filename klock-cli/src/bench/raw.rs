@@ -10,7 +10,7 @@
 //! | `RawRw<R, Timed>` | `+ RawRwLockTimed<Duration = Duration>` | + timed, both sides |
 //! | `RawRw<R, Timed, Downgrade>` | `+ RawRwLockDowngrade` | + write-then-downgrade |
 
-use super::peers::{BenchLock, TryBench};
+use super::lock::{BenchLock, TryBench};
 use std::marker::PhantomData;
 use std::time::Duration;
 

@@ -1,11 +1,11 @@
 //! The lock as the torture test sees it: [`TortureLock`], one acquisition
 //! made the way [`How`] says.
 //!
-//! Every lock of the benchmark is one: the blanket impl below turns the
-//! bench's lock traits ([`BenchLock`], [`TryBench`], whose constants say
-//! what the lock can do beyond blocking) into a torture lock, so bench and
-//! torture share one set of lock types and one registry. Only the
-//! deliberately broken locks of [`super::busted`] implement it directly.
+//! Every lock of the registry is one, the deliberately broken ones of
+//! [`super::busted`] included: the blanket impl below turns the bench's
+//! lock traits ([`BenchLock`], [`TryBench`], whose constants say what the
+//! lock can do beyond blocking) into a torture lock, so bench and torture
+//! share one set of lock types and one registry.
 
 use crate::bench::peers::{BenchLock, TryBench};
 use std::time::Duration;
