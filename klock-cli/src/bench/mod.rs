@@ -10,7 +10,7 @@
 //!   torture`), `tracked` (lockstat around any of them), and `registry`,
 //!   the one table of them, bench's and torture's;
 //! * measuring: `stats`, `xfer`, `workload` (the common workload);
-//! * results: `report` (rows, files, tables, plots) and `verdict`;
+//! * results: `report` (rows, files, tables), `plot` and `verdict`;
 //! * the suites: `suite` (the one shape and its driver), `plain`,
 //!   `treelock`, `pi`, `ctxswitch`, and `suites`, the table of them;
 //! * the commands: `driver` (`klock bench`) and `stat` (`klock stat`).
@@ -24,6 +24,7 @@ pub mod peers;
 pub mod pi;
 pub mod pi_peers;
 pub mod plain;
+pub mod plot;
 pub mod raw;
 pub mod registry;
 pub mod report;

@@ -12,6 +12,7 @@
 //! `suites::SUITES`; a suite that is only a new workload mix needs no file:
 //! one more `plain::Plain` line.
 
+use super::plot;
 use super::registry::{self, LockEntry};
 use super::report::{self, Machine, Provenance, ResultFile, ResultRow};
 use super::verdict;
@@ -394,7 +395,7 @@ pub fn drive<S: Suite + ?Sized>(
     ctx.print(&suite.tables(plan, &state, &file, &measured));
     suite.write_json(plan, &state, &file, &measured)?;
     if let Some(unit) = suite.plot_unit() {
-        report::plot(&file, &plan.plot, unit)?;
+        plot::plot(&file, &plan.plot, unit)?;
         ctx.print(&format!(
             "\n   JSON: {}   plot: {}\n",
             plan.json.display(),
