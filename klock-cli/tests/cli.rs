@@ -73,7 +73,7 @@ fn list_shows_suites_and_locks() {
                 == Some(name)
         })
     };
-    let suites = klock_cli::bench::suites::SUITES.iter().map(|s| s.name);
+    let suites = klock_cli::bench::suites::specs().map(|s| s.name);
     let locks = klock_cli::bench::registry::all().into_iter().map(|e| e.id);
     for name in suites.chain(locks) {
         assert!(listed(name), "--list lacks {name}:\n{t}");

@@ -8,10 +8,9 @@
 //! the oracle's table, so every switch takes the program's longest path
 //! (two lookups, two tag matches, two updates).
 
-use super::report::{Machine, Provenance, ResultFile, ResultRow};
-use super::workload::{Role, RunOutcome};
-use super::Plan;
-use indicatif::ProgressBar;
+use super::report::{ResultFile, ResultRow};
+use super::suite::{all_writers, Ctx, Measured, Plan, Point, Spec, Suite};
+use super::workload::{CriticalSection, Role, RunOutcome};
 use klock::oncpu::{oracle_kind, use_oracle, OracleKind};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -21,7 +20,7 @@ use std::time::{Duration, Instant};
 pub const NAME: &str = "ctxswitch";
 
 /// The variants, as (id, variant, table label, hook).
-pub(super) const VARIANTS: [(&str, &str, &str, Hook); 3] = [
+const VARIANTS: [(&str, &str, &str, Hook); 3] = [
     ("pingpong", "bpf=off", "not loaded", Hook::Off),
     (
         "pingpong-bpf-tracepoint",
@@ -38,7 +37,7 @@ pub(super) const VARIANTS: [(&str, &str, &str, Hook); 3] = [
 ];
 
 #[derive(Clone, Copy, PartialEq)]
-pub(super) enum Hook {
+enum Hook {
     Off,
     Tracepoint,
     TpBtf,
@@ -148,71 +147,133 @@ fn ns_per_switch(r: &RunOutcome) -> f64 {
     }
 }
 
-/// Run the suite: `Ok(None)` (with a note) where the program cannot load.
-pub fn execute(
-    plan: &Plan,
-    machine: &Machine,
-    provenance: &Provenance,
-    pb: &ProgressBar,
-) -> Result<Option<ResultFile>, String> {
-    let total = (plan.runs * VARIANTS.len()) as u64;
-    if let Err(why) = super::klocks::bpf_available() {
-        pb.suspend(|| println!("\n== {NAME} — skipped: {why}"));
-        pb.inc(total);
-        return Ok(None);
+/// The suite.
+pub struct CtxSwitch;
+
+/// The table entry.
+pub static CTXSWITCH: CtxSwitch = CtxSwitch;
+
+static SPEC: Spec = Spec {
+    name: NAME,
+    title: "cost of the bpf oracle's sched_switch hook: ns per context switch of a futex \
+            ping-pong on one CPU, hook not loaded vs loaded (needs root and feature bpf)",
+    default_locks: &[],
+    default_threads: &[2],
+    cs: CriticalSection::Counter,
+    outside_ns: 0,
+    mix: all_writers,
+    cost_table: false,
+    runs: None,
+    quick_ends: false,
+};
+
+/// Set up in `begin`, undone in `end`.
+pub struct State {
+    /// The CPU both threads run on.
+    cpu: usize,
+    /// The oracle in use before the suite.
+    before: OracleKind,
+    /// Whether the hook saw this thread in every loaded run.
+    seq_moved: bool,
+}
+
+impl Suite for CtxSwitch {
+    type Outcome = RunOutcome;
+    type State = State;
+
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
-    if !plan.locks.is_empty() {
-        pb.suspend(|| println!("\n== {NAME}: --locks does not apply (it measures the hook)"));
+    fn skip(&self, _: &Plan) -> Option<String> {
+        super::klocks::bpf_available().err()
     }
-    // The highest CPU we may use: away from CPU 0's interrupts.
-    let online = klock::sys::online_cpus();
-    let cpu = klock::rt::allowed_cpus()
-        .into_iter()
-        .rfind(|&c| c < online)
-        .ok_or("no CPU in this process's affinity mask")?;
-    let before = oracle_kind().unwrap_or(OracleKind::Budget);
-    // The program stays loaded only for the variants that measure it.
-    use_oracle(OracleKind::Budget)?;
-    let mut runs: Vec<Vec<RunOutcome>> = VARIANTS.iter().map(|_| Vec::new()).collect();
-    let mut seq_moved = true;
-    for r in 0..plan.runs {
-        for (k, &(id, _, _, hook)) in VARIANTS.iter().enumerate() {
-            pb.set_message(format!("{NAME} {id}, run {}", r + 1));
-            set_hook(hook)?;
-            let out = pingpong(cpu, plan.warmup, plan.duration);
-            if hook != Hook::Off {
-                // The hook ran: this thread's own switch sequence is known.
-                seq_moved &= hook_saw_me();
-            }
-            runs[k].push(out?);
-            pb.inc(1);
+    /// One point per hook variant, whatever the locks.
+    fn points(&self, _: &Plan) -> Vec<Point> {
+        VARIANTS
+            .iter()
+            .enumerate()
+            .map(|(item, &(id, ..))| Point {
+                item,
+                id,
+                threads: 2,
+            })
+            .collect()
+    }
+    fn label(&self, p: &Point) -> String {
+        p.id.to_string()
+    }
+    fn begin(&self, plan: &Plan, ctx: &Ctx) -> Result<State, String> {
+        if !plan.locks.is_empty() {
+            ctx.print(&format!(
+                "\n== {NAME}: --locks does not apply (it measures the hook)\n"
+            ));
         }
-    }
-    set_hook(Hook::Off)?;
-    use_oracle(before)?;
-    let rows: Vec<ResultRow> = VARIANTS
-        .iter()
-        .zip(&runs)
-        .map(|(&(id, variant, _, _), runs)| {
-            ResultRow::aggregate(id, "futex-pingpong", variant, 0, 2, runs)
+        // The highest CPU we may use: away from CPU 0's interrupts.
+        let online = klock::sys::online_cpus();
+        let cpu = klock::rt::allowed_cpus()
+            .into_iter()
+            .rfind(|&c| c < online)
+            .ok_or("no CPU in this process's affinity mask")?;
+        let before = oracle_kind().unwrap_or(OracleKind::Budget);
+        // The program stays loaded only for the variants that measure it.
+        use_oracle(OracleKind::Budget)?;
+        Ok(State {
+            cpu,
+            before,
+            seq_moved: true,
         })
-        .collect();
-    let file = ResultFile {
-        suite: NAME.into(),
-        machine: machine.clone(),
-        results: rows,
-        title: plan.suite.title.into(),
-        workload: format!(
-            "2 threads pinned to CPU {cpu} hand a futex word back and forth; {:?} × {} runs \
+    }
+    fn run(&self, plan: &Plan, st: &mut State, p: &Point) -> Result<RunOutcome, String> {
+        let hook = VARIANTS[p.item].3;
+        set_hook(hook)?;
+        let out = pingpong(st.cpu, plan.warmup, plan.duration);
+        if hook != Hook::Off {
+            // The hook ran: this thread's own switch sequence is known.
+            st.seq_moved &= hook_saw_me();
+        }
+        out
+    }
+    fn row(&self, _: &Plan, p: &Point, runs: &[RunOutcome]) -> ResultRow {
+        let (id, variant, _, _) = VARIANTS[p.item];
+        ResultRow::aggregate(id, "futex-pingpong", variant, 0, 2, runs)
+    }
+    fn end(&self, _: &Plan, st: &mut State, _: &Ctx) -> Result<(), String> {
+        set_hook(Hook::Off)?;
+        use_oracle(st.before)
+    }
+    fn workload(&self, plan: &Plan, st: &State) -> String {
+        format!(
+            "2 threads pinned to CPU {} hand a futex word back and forth; {:?} × {} runs \
              per variant after {:?} warm-up, variants interleaved",
-            plan.duration, plan.runs, plan.warmup
-        ),
-        provenance: provenance.clone(),
-        verdict: Default::default(),
-    };
-    let ns: Vec<Vec<f64>> = runs
+            st.cpu, plan.duration, plan.runs, plan.warmup
+        )
+    }
+    /// No peers: no verdict.
+    fn verdict(&self) -> bool {
+        false
+    }
+    fn tables(
+        &self,
+        plan: &Plan,
+        st: &State,
+        file: &ResultFile,
+        measured: &[Measured<RunOutcome>],
+    ) -> String {
+        render(plan, st, file, measured)
+    }
+    /// A table only.
+    fn plot_unit(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// ns per switch by variant: mean(sd), switches/s, and the hook's cost
+/// against the unloaded variant.
+fn render(plan: &Plan, st: &State, file: &ResultFile, measured: &[Measured<RunOutcome>]) -> String {
+    let machine = &file.machine;
+    let ns: Vec<Vec<f64>> = measured
         .iter()
-        .map(|rs| rs.iter().map(ns_per_switch).collect())
+        .map(|(_, rs)| rs.iter().map(ns_per_switch).collect())
         .collect();
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let sd = |v: &[f64]| {
@@ -222,7 +283,7 @@ pub fn execute(
     let off = mean(&ns[0]);
     let mut text = format!(
         "\n== {NAME} — {}\n   {}\n   machine: {} CPUs, {}, kernel {}\n\n",
-        plan.suite.title, file.workload, machine.cpus, machine.cpu_model, machine.kernel
+        plan.spec.title, file.workload, machine.cpus, machine.cpu_model, machine.kernel
     );
     text += &format!(
         "   {:<28} {:>18} {:>12} {:>16}\n",
@@ -242,13 +303,10 @@ pub fn execute(
             }
         );
     }
-    if !seq_moved {
+    if !st.seq_moved {
         text += "\n   [warning: the table saw no switch: was the hook running?]\n";
     }
-    // The table first, then the file.
-    pb.suspend(|| print!("{text}"));
-    file.write_json(&plan.json)?;
-    Ok(Some(file))
+    text
 }
 
 /// Whether the oracle's table knows the calling thread's state (the hook

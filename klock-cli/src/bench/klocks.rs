@@ -1,69 +1,77 @@
 //! klock's own locks as the benchmark sees them, with their event counters.
+//!
+//! Most are [`RawM`] / [`RawRw`] over klock's raw lock types, which say
+//! here ([`RawInfo`]) whether their waiters sleep, whether they inherit
+//! priority and which event counters are theirs; only the locks that
+//! behave differently from their raw type are types of their own.
 
-use super::peers::{BenchLock, RawM, RawRw};
+use super::peers::{BenchLock, TryBench};
+use super::raw::{Downgrade, RawInfo, RawM, RawRw, Timed};
 use klock::events::{snapshot, LockType};
 
-/// `klock::RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>` (the queued
-/// spinlock; paravirt slow path by default).
-pub struct QSpin<const PENDING_LOOPS: u32, const PARAVIRT: bool = true>(
-    RawM<klock::RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>>,
-);
-
-impl<const PL: u32, const PV: bool> BenchLock for QSpin<PL, PV> {
-    /// Never sleeps: a pure spinlock.
+impl<const PL: u32, const PV: bool> RawInfo for klock::RawQSpinLockWith<PL, PV> {
+    /// Never sleeps on the native path; the paravirt path's sleeping is the
+    /// lock's own business, and pi treats both as spinlocks.
     const SLEEPS: bool = false;
-
-    fn new() -> Self {
-        Self(RawM::new())
-    }
-    #[inline]
-    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
-        self.0.write(f)
-    }
     fn events() -> Vec<(&'static str, u64)> {
         snapshot(LockType::QSpinLock)
     }
 }
 
-use super::peers::TryBench;
-
-impl<const PL: u32, const PV: bool> TryBench for QSpin<PL, PV> {
-    #[inline]
-    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
-        self.0.try_write(f)
-    }
-}
-
-/// `klock::RawQRwLock` (the queued rwlock).
-pub struct QRw(super::peers::RawRw<klock::RawQRwLock>);
-
-impl BenchLock for QRw {
+impl RawInfo for klock::RawQRwLock {
     /// Never sleeps: a pure spinlock.
     const SLEEPS: bool = false;
+}
 
-    fn new() -> Self {
-        Self(BenchLock::new())
-    }
-    #[inline]
-    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
-        self.0.write(f)
-    }
-    #[inline]
-    fn read<T>(&self, f: impl FnOnce() -> T) -> T {
-        self.0.read(f)
+impl<const SPIN: u8, W: klock::mutex::WaitLockRaw> RawInfo for klock::RawMutexWith<SPIN, W> {
+    /// Sleeps unless its wait-list lock spins forever (`mutex-qwait`).
+    const SLEEPS: bool = W::SLEEPS;
+    fn events() -> Vec<(&'static str, u64)> {
+        snapshot(LockType::Mutex)
     }
 }
 
-impl TryBench for QRw {
-    #[inline]
-    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
-        self.0.try_write(f)
-    }
-    #[inline]
-    fn try_read<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
-        self.0.try_read(f)
+impl<const SPIN: u8> RawInfo for klock::RawRtMutexWith<SPIN> {
+    const PRIORITY_INHERITANCE: bool = true;
+    fn events() -> Vec<(&'static str, u64)> {
+        snapshot(LockType::RtMutex)
     }
 }
+
+impl<const R: u8, const A: u8> RawInfo for klock::RawRwSemWith<R, A> {
+    fn events() -> Vec<(&'static str, u64)> {
+        snapshot(LockType::Rwsem)
+    }
+}
+
+/// `klock::RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>` (the queued
+/// spinlock; paravirt slow path by default).
+pub type QSpin<const PENDING_LOOPS: u32, const PARAVIRT: bool = true> =
+    RawM<klock::RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>>;
+
+/// `klock::RawQRwLock` (the queued rwlock).
+pub type QRw = RawRw<klock::RawQRwLock>;
+
+/// `klock::RawMutexWith<SPIN, W>`: the optimistic-spinning mutex with a
+/// fixed spin mode and wait-list lock.
+pub type KMutex<const SPIN: u8, W = klock::mutex::WaitLock> =
+    RawM<klock::RawMutexWith<SPIN, W>, Timed>;
+
+/// `klock::RawRtMutexWith<SPIN>`: the PI mutex, userspace top-waiter
+/// spinning on ([`klock::rtmutex::RT_SPIN`]) or off ([`klock::rtmutex::NO_RT_SPIN`]).
+pub type RtMutexLock<const SPIN: u8> = RawM<klock::RawRtMutexWith<SPIN>, Timed>;
+
+/// RtMutex with userspace top-waiter spinning (and non-RT waiters waiting
+/// in userspace, unless `KLOCK_RT_USER_WAIT=0`).
+pub type RtSpin = RtMutexLock<{ klock::rtmutex::RT_SPIN }>;
+/// RtMutex with top-waiter spinning, every other waiter in the kernel.
+pub type RtKwait = RtMutexLock<{ klock::rtmutex::RT_SPIN_KWAIT }>;
+/// RtMutex without userspace spinning (the kernel's LOCK_PI2 only).
+pub type RtNoSpin = RtMutexLock<{ klock::rtmutex::NO_RT_SPIN }>;
+
+/// `klock::RawRwSemWith<RSPIN, ADAPTIVE>` (the rw-semaphore).
+pub type RwSem<const RSPIN: u8, const ADAPTIVE: u8> =
+    RawRw<klock::RawRwSemWith<RSPIN, ADAPTIVE>, Timed, Downgrade>;
 
 /// The (paravirt) queued spinlock, always unlocked with the 32-bit RMW,
 /// beside `qspinlock`, whose plain unlock is whichever of byte store and
@@ -90,27 +98,6 @@ impl BenchLock for QSpinRmw {
     }
 }
 
-/// `klock::RawMutexWith<SPIN, W>`: the optimistic-spinning mutex with a
-/// fixed spin mode and wait-list lock.
-pub struct KMutex<const SPIN: u8, W: klock::mutex::WaitLockRaw = klock::mutex::WaitLock>(
-    RawM<klock::RawMutexWith<SPIN, W>>,
-);
-
-impl<const SPIN: u8, W: klock::mutex::WaitLockRaw + 'static> BenchLock for KMutex<SPIN, W> {
-    /// Sleeps unless its wait-list lock spins forever (`mutex-qwait`).
-    const SLEEPS: bool = W::SLEEPS;
-    fn new() -> Self {
-        Self(RawM::new())
-    }
-    #[inline]
-    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
-        self.0.write(f)
-    }
-    fn events() -> Vec<(&'static str, u64)> {
-        snapshot(LockType::Mutex)
-    }
-}
-
 impl TryBench for QSpinRmw {
     #[inline]
     fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
@@ -125,80 +112,6 @@ impl TryBench for QSpinRmw {
     }
 }
 
-impl<const SPIN: u8, W: klock::mutex::WaitLockRaw + 'static> TryBench for KMutex<SPIN, W> {
-    #[inline]
-    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
-        self.0.try_write(f)
-    }
-}
-
-// --- rtmutex: klock's PI mutex and its adaptive mutex as bench locks.
-
-/// `klock::RawRtMutexWith<SPIN>`: the PI mutex, userspace top-waiter
-/// spinning on ([`klock::rtmutex::RT_SPIN`]) or off ([`klock::rtmutex::NO_RT_SPIN`]).
-pub struct RtMutexLock<const SPIN: u8>(RawM<klock::RawRtMutexWith<SPIN>>);
-
-impl<const SPIN: u8> BenchLock for RtMutexLock<SPIN> {
-    const PRIORITY_INHERITANCE: bool = true;
-
-    fn new() -> Self {
-        Self(RawM::new())
-    }
-    #[inline]
-    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
-        self.0.write(f)
-    }
-    fn events() -> Vec<(&'static str, u64)> {
-        snapshot(LockType::RtMutex)
-    }
-}
-
-/// RtMutex with userspace top-waiter spinning (and non-RT waiters waiting
-/// in userspace, unless `KLOCK_RT_USER_WAIT=0`).
-pub type RtSpin = RtMutexLock<{ klock::rtmutex::RT_SPIN }>;
-/// RtMutex with top-waiter spinning, every other waiter in the kernel.
-pub type RtKwait = RtMutexLock<{ klock::rtmutex::RT_SPIN_KWAIT }>;
-/// RtMutex without userspace spinning (the kernel's LOCK_PI2 only).
-pub type RtNoSpin = RtMutexLock<{ klock::rtmutex::NO_RT_SPIN }>;
-
-impl<const SPIN: u8> TryBench for RtMutexLock<SPIN> {
-    #[inline]
-    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
-        self.0.try_write(f)
-    }
-}
-
-/// `klock::RawRwSemWith<RSPIN, ADAPTIVE>` (the rw-semaphore).
-pub struct RwSem<const RSPIN: u8, const ADAPTIVE: u8>(RawRw<klock::RawRwSemWith<RSPIN, ADAPTIVE>>);
-
-impl<const R: u8, const A: u8> BenchLock for RwSem<R, A> {
-    fn new() -> Self {
-        Self(<RawRw<_> as BenchLock>::new())
-    }
-    #[inline]
-    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
-        self.0.write(f)
-    }
-    #[inline]
-    fn read<T>(&self, f: impl FnOnce() -> T) -> T {
-        self.0.read(f)
-    }
-    fn events() -> Vec<(&'static str, u64)> {
-        snapshot(LockType::Rwsem)
-    }
-}
-
-impl<const R: u8, const A: u8> TryBench for RwSem<R, A> {
-    #[inline]
-    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
-        self.0.try_write(f)
-    }
-    #[inline]
-    fn try_read<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
-        self.0.try_read(f)
-    }
-}
-
 // --- the exact oracle: any klock lock under the eBPF oracle.
 
 /// Lock `L` run under the exact eBPF owner-running oracle
@@ -208,7 +121,7 @@ pub struct OnBpf<L>(L);
 
 impl<L: BenchLock> BenchLock for OnBpf<L> {
     const PRIORITY_INHERITANCE: bool = L::PRIORITY_INHERITANCE;
-
+    const SHARED: bool = L::SHARED;
     const SLEEPS: bool = L::SLEEPS;
 
     fn new() -> Self {
@@ -231,6 +144,9 @@ impl<L: BenchLock> BenchLock for OnBpf<L> {
 }
 
 impl<L: TryBench> TryBench for OnBpf<L> {
+    const TRY: bool = L::TRY;
+    const TIMED: bool = L::TIMED;
+    const DOWNGRADE: bool = L::DOWNGRADE;
     #[inline]
     fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
         self.0.try_write(f)
@@ -238,6 +154,15 @@ impl<L: TryBench> TryBench for OnBpf<L> {
     #[inline]
     fn try_read<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
         self.0.try_read(f)
+    }
+    fn try_write_for<R, F: FnOnce() -> R>(&self, d: std::time::Duration, f: F) -> Result<R, F> {
+        self.0.try_write_for(d, f)
+    }
+    fn try_read_for<R, F: FnOnce() -> R>(&self, d: std::time::Duration, f: F) -> Result<R, F> {
+        self.0.try_read_for(d, f)
+    }
+    fn write_downgrade<T>(&self, w: impl FnOnce(), r: impl FnOnce() -> T) -> T {
+        self.0.write_downgrade(w, r)
     }
 }
 

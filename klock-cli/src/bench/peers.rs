@@ -1,121 +1,17 @@
-//! The locks klock is measured against, and the [`BenchLock`] trait through
-//! which every lock — peer or klock's — plugs into every suite.
+//! The locks klock is measured against.
 
+// The lock traits, re-exported: the peers are where most code meets them.
+pub use super::lock::{with_oracle, BenchLock, TryBench};
+pub use super::raw::{Downgrade, NoDowngrade, RawM, RawRw, Timed, Untimed};
 use crossbeam_utils::CachePadded;
 use std::cell::UnsafeCell;
 use std::hint::spin_loop;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-/// A lock as the benchmark sees it: run a closure under the exclusive
-/// (write) or shared (read) side. Exclusive-only locks use the default
-/// `read`, which takes the lock exclusively.
-///
-/// Generic closures keep every (lock, workload) pair monomorphized: the
-/// harness adds no indirect call to any lock's path.
-pub trait BenchLock: Send + Sync + 'static {
-    /// Whether a waiter eventually sleeps (`false`: a pure spinlock, which
-    /// the pi suite refuses: a real-time waiter spinning on one CPU would
-    /// starve the owner for good).
-    const SLEEPS: bool = true;
-    /// Whether the lock has priority inheritance (a PI futex): the pi
-    /// suite's watchdog must then count no stall.
-    const PRIORITY_INHERITANCE: bool = false;
-    /// A fresh, unlocked lock.
-    fn new() -> Self;
-    /// Run `f` holding the lock exclusively.
-    fn write<R>(&self, f: impl FnOnce() -> R) -> R;
-    /// Run `f` holding the lock shared (exclusively if the lock has no shared mode).
-    #[inline]
-    fn read<R>(&self, f: impl FnOnce() -> R) -> R {
-        self.write(f)
-    }
-    /// Process-wide event counters of this lock type (name, count), if it has any.
-    fn events() -> Vec<(&'static str, u64)> {
-        Vec::new()
-    }
-    /// The owner-running oracle this lock must run under (`None`: the
-    /// process's, chosen at start-up). See [`with_oracle`].
-    fn oracle() -> Option<klock::oncpu::OracleKind> {
-        None
-    }
-}
-
-/// Run `f` under lock type `L`'s oracle (if it names one), then switch
-/// back to the oracle in use before — so the eBPF program is attached
-/// only during the runs that measure it and costs the others nothing.
-pub fn with_oracle<L: BenchLock, R>(f: impl FnOnce() -> Result<R, String>) -> Result<R, String> {
-    use klock::oncpu::{oracle_kind, use_oracle, OracleKind};
-    let Some(want) = L::oracle() else {
-        return f();
-    };
-    let before = oracle_kind().unwrap_or(OracleKind::Budget);
-    if before == want {
-        return f();
-    }
-    use_oracle(want)?;
-    let r = f();
-    use_oracle(before)?;
-    r
-}
-
-/// Any `lock_api` raw mutex (klock's locks, parking_lot's).
-pub struct RawM<R>(R);
-
-impl<R: lock_api::RawMutex> RawM<R> {
-    pub fn new() -> Self {
-        Self(R::INIT)
-    }
-}
-
-impl<R: lock_api::RawMutex> Default for RawM<R> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<R: lock_api::RawMutex + Send + Sync + 'static> BenchLock for RawM<R> {
-    fn new() -> Self {
-        Self(R::INIT)
-    }
-    #[inline]
-    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
-        let g = self.0.lock();
-        let r = f();
-        // SAFETY: `g` is the guard of the acquisition just made.
-        unsafe { self.0.unlock(g) };
-        r
-    }
-}
-
-/// Any `lock_api` raw rwlock.
-pub struct RawRw<R>(R);
-
-impl<R: lock_api::RawRwLock + Send + Sync + 'static> BenchLock for RawRw<R> {
-    fn new() -> Self {
-        Self(R::INIT)
-    }
-    #[inline]
-    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
-        let g = self.0.lock_exclusive();
-        let r = f();
-        // SAFETY: `g` is the guard of the acquisition just made.
-        unsafe { self.0.unlock_exclusive(g) };
-        r
-    }
-    #[inline]
-    fn read<T>(&self, f: impl FnOnce() -> T) -> T {
-        let g = self.0.lock_shared();
-        let r = f();
-        // SAFETY: as above, shared side.
-        unsafe { self.0.unlock_shared(g) };
-        r
-    }
-}
-
 /// `parking_lot::Mutex`.
-pub type ParkingLotMutex = RawM<parking_lot::RawMutex>;
+pub type ParkingLotMutex = RawM<parking_lot::RawMutex, Timed>;
 /// `parking_lot::RwLock`.
-pub type ParkingLotRwLock = RawRw<parking_lot::RawRwLock>;
+pub type ParkingLotRwLock = RawRw<parking_lot::RawRwLock, Timed, Downgrade>;
 
 /// `std::sync::Mutex`.
 pub struct StdMutex(std::sync::Mutex<()>);
@@ -135,6 +31,8 @@ impl BenchLock for StdMutex {
 pub struct StdRwLock(std::sync::RwLock<()>);
 
 impl BenchLock for StdRwLock {
+    const SHARED: bool = true;
+
     fn new() -> Self {
         Self(std::sync::RwLock::new(()))
     }
@@ -260,6 +158,8 @@ unsafe impl Send for PthreadRwLock {}
 unsafe impl Sync for PthreadRwLock {}
 
 impl BenchLock for PthreadRwLock {
+    const SHARED: bool = true;
+
     fn new() -> Self {
         let l = Box::new(UnsafeCell::new(libc::PTHREAD_RWLOCK_INITIALIZER));
         // SAFETY: boxed, so the address is stable from init on.
@@ -346,64 +246,6 @@ impl BenchLock for TtasLock {
         let r = f();
         self.0.store(false, Ordering::Release);
         r
-    }
-}
-
-// --- try-locks, for `klock stat` (lockstat needs to tell a contended
-// acquisition from an uncontended one) -------------------------------------
-
-/// A [`BenchLock`] that can also *try*: run `f` under the lock if it is
-/// free right now, else hand `f` back. `klock stat` and the treelock
-/// suite's tracked runs need it to count contentions; a lock type gets
-/// tracked only once it implements this.
-pub trait TryBench: BenchLock {
-    /// Run `f` holding the lock exclusively if that takes no waiting.
-    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F>;
-    /// Run `f` holding the lock shared if that takes no waiting.
-    fn try_read<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
-        self.try_write(f)
-    }
-}
-
-impl<R: lock_api::RawMutex + Send + Sync + 'static> TryBench for RawM<R> {
-    #[inline]
-    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
-        match self.0.try_lock() {
-            Some(g) => {
-                let r = f();
-                // SAFETY: `g` is the guard of the acquisition just made.
-                unsafe { self.0.unlock(g) };
-                Ok(r)
-            }
-            None => Err(f),
-        }
-    }
-}
-
-impl<R: lock_api::RawRwLock + Send + Sync + 'static> TryBench for RawRw<R> {
-    #[inline]
-    fn try_write<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
-        match self.0.try_lock_exclusive() {
-            Some(g) => {
-                let r = f();
-                // SAFETY: `g` is the guard of the acquisition just made.
-                unsafe { self.0.unlock_exclusive(g) };
-                Ok(r)
-            }
-            None => Err(f),
-        }
-    }
-    #[inline]
-    fn try_read<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
-        match self.0.try_lock_shared() {
-            Some(g) => {
-                let r = f();
-                // SAFETY: as above, shared side.
-                unsafe { self.0.unlock_shared(g) };
-                Ok(r)
-            }
-            None => Err(f),
-        }
     }
 }
 

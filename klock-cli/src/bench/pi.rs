@@ -29,14 +29,14 @@
 //! mean and standard deviation by group count, as the 2016 mail's `Hmean`/
 //! `Stddev` rows.
 
-use super::peers::BenchLock;
-use super::report::{rate, thousands, Machine, Provenance, ResultFile, ResultRow};
+use super::peers::{BenchLock, TryBench};
+pub use super::pi_peers::{PiFutexLock, PthreadPi};
+use super::registry::{self, per_lock, PerLock};
+use super::report::{self, rate, thousands, Machine, Provenance, ResultFile, ResultRow};
 use super::stats::{hmean, mean, min_mean_max, stddev};
-use super::workload::{Role, RunOutcome};
-use super::Plan;
-use indicatif::ProgressBar;
+use super::suite::{all_writers, Ctx, Measured, Plan, Point, Spec, Suite};
+use super::workload::{CriticalSection, Role, RunOutcome};
 use serde::Serialize;
-use std::cell::UnsafeCell;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Arc;
@@ -61,129 +61,6 @@ const PRIO_MED: i32 = 20;
 const PRIO_HIGH: i32 = 30;
 /// The heartbeat (above every group thread; it sleeps 1 ms at a time).
 const PRIO_HEARTBEAT: i32 = 40;
-
-// ---------------------------------------------------------------- PI peers
-//
-// glibc's PI mutex, called through the libc crate: measuring glibc's
-// implementation is the point, and rustix has no pthread locks.
-
-extern "C" {
-    // glibc; not bound by the libc crate.
-    fn pthread_mutexattr_setprotocol(
-        attr: *mut libc::pthread_mutexattr_t,
-        protocol: libc::c_int,
-    ) -> libc::c_int;
-}
-
-/// glibc `pthread_mutex_t` with `PTHREAD_PRIO_INHERIT` (boxed: pthread
-/// objects must not move).
-pub struct PthreadPi(Box<UnsafeCell<libc::pthread_mutex_t>>);
-
-// SAFETY: pthread mutexes are made to be shared between threads.
-unsafe impl Send for PthreadPi {}
-unsafe impl Sync for PthreadPi {}
-
-fn check(call: &str, rc: libc::c_int) {
-    assert_eq!(
-        rc,
-        0,
-        "{call} failed: {}",
-        std::io::Error::from_raw_os_error(rc)
-    );
-}
-
-impl BenchLock for PthreadPi {
-    const PRIORITY_INHERITANCE: bool = true;
-
-    fn new() -> Self {
-        let m = Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
-        // SAFETY: attr initialised before use and destroyed after; `m` is
-        // boxed, so its address is stable from init on.
-        unsafe {
-            let mut attr = std::mem::zeroed::<libc::pthread_mutexattr_t>();
-            check(
-                "pthread_mutexattr_init",
-                libc::pthread_mutexattr_init(&mut attr),
-            );
-            check(
-                "pthread_mutexattr_setprotocol(PTHREAD_PRIO_INHERIT)",
-                pthread_mutexattr_setprotocol(&mut attr, libc::PTHREAD_PRIO_INHERIT),
-            );
-            check(
-                "pthread_mutex_init",
-                libc::pthread_mutex_init(m.get(), &attr),
-            );
-            libc::pthread_mutexattr_destroy(&mut attr);
-        }
-        Self(m)
-    }
-    #[inline]
-    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
-        // SAFETY: initialised in `new`; lock/unlock paired on this thread.
-        check("pthread_mutex_lock (PI)", unsafe {
-            libc::pthread_mutex_lock(self.0.get())
-        });
-        let r = f();
-        unsafe { libc::pthread_mutex_unlock(self.0.get()) };
-        r
-    }
-}
-
-impl Drop for PthreadPi {
-    fn drop(&mut self) {
-        // SAFETY: unlocked (we own it exclusively) and initialised.
-        unsafe { libc::pthread_mutex_destroy(self.0.get()) };
-    }
-}
-
-/// A raw PI-futex lock: CAS `0 -> tid` / `tid -> 0` in userspace, else
-/// `FUTEX_LOCK_PI2` / `FUTEX_UNLOCK_PI`; no userspace spinning.
-pub struct PiFutexLock(crossbeam_utils::CachePadded<AtomicU32>);
-
-impl PiFutexLock {
-    #[cold]
-    fn lock_slow(&self) {
-        use rustix::thread::futex;
-        loop {
-            let r = if klock::rtmutex::uses_lock_pi2() {
-                futex::lock_pi2(&self.0, futex::Flags::PRIVATE, None)
-            } else {
-                futex::lock_pi(&self.0, futex::Flags::PRIVATE, None)
-            };
-            match r {
-                Ok(()) => return,
-                Err(rustix::io::Errno::NOSYS) => klock::rtmutex::force_lock_pi_fallback(true),
-                Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => {}
-                Err(e) => panic!("pi-futex: FUTEX_LOCK_PI failed: {e}"),
-            }
-        }
-    }
-}
-
-impl BenchLock for PiFutexLock {
-    const PRIORITY_INHERITANCE: bool = true;
-
-    fn new() -> Self {
-        Self(crossbeam_utils::CachePadded::new(AtomicU32::new(0)))
-    }
-    #[inline]
-    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
-        let me = klock::thread::current_tid();
-        // Acquire pairs with the Release CAS of the previous owner (the
-        // kernel path is a full barrier).
-        if self.0.compare_exchange(0, me, Acquire, Relaxed).is_err() {
-            self.lock_slow();
-        }
-        let r = f();
-        // Release: the next owner's Acquire CAS (or the kernel) sees our writes.
-        if self.0.compare_exchange(me, 0, Release, Relaxed).is_err() {
-            std::sync::atomic::fence(Release);
-            rustix::thread::futex::unlock_pi(&self.0, rustix::thread::futex::Flags::PRIVATE)
-                .expect("pi-futex: FUTEX_UNLOCK_PI failed");
-        }
-        r
-    }
-}
 
 // ---------------------------------------------------------------- barrier
 
@@ -601,12 +478,14 @@ fn run_once<L: BenchLock>(
     })
 }
 
-/// How the registry runs one lock type in this suite ([`run`]).
-pub type Runner = fn(usize, Duration, Duration) -> Result<PiRun, String>;
+/// [`run`] for a lock type of the registry.
+struct Runner;
 
-/// The runner of lock type `L`, or `None` if it never sleeps.
-pub fn runner<L: BenchLock>() -> Option<Runner> {
-    L::SLEEPS.then_some(run::<L> as Runner)
+impl PerLock for Runner {
+    type Out = fn(usize, Duration, Duration) -> Result<PiRun, String>;
+    fn with<L: TryBench>() -> Self::Out {
+        run::<L>
+    }
 }
 
 // ---------------------------------------------------------------- results
@@ -701,101 +580,162 @@ fn row(id: &str, lock: &str, variant: &str, groups: usize, runs: &[PiRun], windo
     }
 }
 
-/// Run the `pi` plan. `Ok(None)`: skipped (no SCHED_FIFO or no second CPU),
-/// with a message on stderr.
-pub fn execute(
-    plan: &Plan,
-    machine: &Machine,
-    provenance: &Provenance,
-    pb: &ProgressBar,
-) -> Result<Option<ResultFile>, String> {
-    if let Some(&g) = plan.threads.iter().find(|&&g| g > MAX_GROUPS) {
-        return Err(format!(
-            "pi: --threads is the number of pi_stress groups (3 real-time threads each), at most {MAX_GROUPS} (got {g})"
-        ));
+/// The suite.
+pub struct Pi;
+
+/// The table entry.
+pub static PI: Pi = Pi;
+
+static SPEC: Spec = Spec {
+    name: SUITE,
+    title: "pi_stress (2016 rtmutex top-waiter spinning mail): groups of low/medium/high \
+            SCHED_FIFO threads on one CPU; --threads is the number of groups",
+    default_locks: &[
+        "rtmutex-nospin",
+        "rtmutex",
+        "pthread-pi",
+        "pi-futex",
+        "std-mutex",
+    ],
+    default_threads: &[1, 2, 4, 8],
+    cs: CriticalSection::Counter,
+    outside_ns: 0,
+    mix: all_writers,
+    cost_table: false,
+    runs: None,
+    quick_ends: false,
+};
+
+fn window_s(plan: &Plan) -> f64 {
+    plan.duration.as_secs_f64() / WINDOWS_PER_RUN as f64
+}
+
+/// pi_stress's own rows, from the measured runs.
+fn pi_rows(plan: &Plan, measured: &[Measured<PiRun>]) -> Vec<PiRow> {
+    measured
+        .iter()
+        .map(|(p, runs)| {
+            let l = &plan.locks[p.item];
+            row(l.id, l.lock, l.variant, p.threads, runs, window_s(plan))
+        })
+        .collect()
+}
+
+impl Suite for Pi {
+    type Outcome = PiRun;
+    type State = ();
+
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
-    if let Some(spin) = plan.locks.iter().find(|l| l.runners.pi.is_none()) {
-        let sleeping: Vec<&str> = super::registry::all()
-            .into_iter()
-            .filter(|l| l.runners.pi.is_some())
-            .map(|l| l.id)
-            .collect();
-        return Err(format!(
-            "lock '{}' can keep a waiter spinning for good (a spinlock, or a wait list under one): on pi's one CPU a real-time waiter would then starve a lower-priority owner; pi runs locks whose waiters sleep: {}",
-            spin.id,
-            sleeping.join(", ")
-        ));
-    }
-    if let Some(why) = klock::rt::rt_unavailable_reason(RT_CPU) {
-        pb.suspend(|| {
-            println!("\n== pi — skipped: {why}");
-        });
-        pb.inc((plan.points() * plan.runs) as u64);
-        return Ok(None);
-    }
-    let window_s = plan.duration.as_secs_f64() / WINDOWS_PER_RUN as f64;
-    let mut rows = Vec::new();
-    for lock in &plan.locks {
-        let run_fn = lock.runners.pi.expect("checked above");
-        for &groups in &plan.threads {
-            let mut runs = Vec::with_capacity(plan.runs);
-            for r in 0..plan.runs {
-                pb.set_message(format!("pi {} @ {groups} groups, run {}", lock.id, r + 1));
-                runs.push(
-                    run_fn(groups, plan.warmup, plan.duration)
-                        .map_err(|e| format!("pi {} @ {groups} groups: {e}", lock.id))?,
-                );
-                pb.inc(1);
-                // Leave CPU 1 idle for a while: keeps real-time use well
-                // under the kernel's RT throttling limit (95% of each
-                // second), whose 50 ms stalls would look like inversions
-                // stalling, and gives the CPU back to everybody else.
-                std::thread::sleep(((plan.warmup + plan.duration) / 3).max(GAP));
-            }
-            rows.push(row(
-                lock.id,
-                lock.lock,
-                lock.variant,
-                groups,
-                &runs,
-                window_s,
+    fn check(&self, plan: &Plan) -> Result<(), String> {
+        if let Some(&g) = plan.threads.iter().find(|&&g| g > MAX_GROUPS) {
+            return Err(format!(
+                "pi: --threads is the number of pi_stress groups (3 real-time threads each), at most {MAX_GROUPS} (got {g})"
             ));
         }
+        if let Some(spin) = plan.locks.iter().find(|l| !l.sleeps) {
+            let sleeping: Vec<&str> = registry::all()
+                .into_iter()
+                .filter(|l| l.sleeps)
+                .map(|l| l.id)
+                .collect();
+            return Err(format!(
+                "lock '{}' can keep a waiter spinning for good (a spinlock, or a wait list under one): on pi's one CPU a real-time waiter would then starve a lower-priority owner; pi runs locks whose waiters sleep: {}",
+                spin.id,
+                sleeping.join(", ")
+            ));
+        }
+        Ok(())
     }
-    let title = plan.suite.title;
-    let workload = format!(
-        "groups of 3 SCHED_FIFO threads (prio {PRIO_LOW}/{PRIO_MED}/{PRIO_HIGH}) pinned to CPU {RT_CPU}; \
-         watchdog {} ms; {} windows of {:.0} ms per run × {} runs after {:?} warm-up",
-        WATCHDOG.as_millis(),
-        WINDOWS_PER_RUN,
-        window_s * 1e3,
-        plan.runs,
-        plan.warmup
-    );
-    // The tables first, then the files.
-    pb.suspend(|| print!("{}", render(&rows, title, &workload, machine)));
-    let file = PiFile {
-        suite: SUITE,
-        machine,
-        results: &rows,
-        title,
-        workload: workload.clone(),
-        provenance,
-        watchdog_ms: WATCHDOG.as_millis() as u64,
-        rt_cpu: RT_CPU,
-    };
-    super::report::write_json(&file, &plan.json)?;
-    let common = ResultFile {
-        suite: SUITE.into(),
-        machine: machine.clone(),
-        results: rows.iter().map(|r| r.base.clone()).collect(),
-        title: title.into(),
-        workload: workload.clone(),
-        provenance: provenance.clone(),
-        verdict: Default::default(),
-    };
-    super::report::plot(&common, &plan.plot)?;
-    Ok(Some(common))
+    fn skip(&self, _: &Plan) -> Option<String> {
+        klock::rt::rt_unavailable_reason(RT_CPU)
+    }
+    /// Each lock's group counts back to back.
+    fn points(&self, plan: &Plan) -> Vec<Point> {
+        plan.locks
+            .iter()
+            .enumerate()
+            .flat_map(|(item, l)| {
+                plan.threads.iter().map(move |&threads| Point {
+                    item,
+                    id: l.id,
+                    threads,
+                })
+            })
+            .collect()
+    }
+    fn interleaved(&self) -> bool {
+        false
+    }
+    fn label(&self, p: &Point) -> String {
+        format!("{} @ {} groups", p.id, p.threads)
+    }
+    fn begin(&self, _: &Plan, _: &Ctx) -> Result<(), String> {
+        Ok(())
+    }
+    fn run(&self, plan: &Plan, _: &mut (), p: &Point) -> Result<PiRun, String> {
+        let run = per_lock::<Runner>(p.id).expect("a plan's locks are registered");
+        let out = run(p.threads, plan.warmup, plan.duration);
+        // Leave CPU 1 idle for a while: keeps real-time use well under the
+        // kernel's RT throttling limit (95% of each second), whose 50 ms
+        // stalls would look like inversions stalling, and gives the CPU
+        // back to everybody else.
+        std::thread::sleep(((plan.warmup + plan.duration) / 3).max(GAP));
+        out
+    }
+    fn row(&self, plan: &Plan, p: &Point, runs: &[PiRun]) -> ResultRow {
+        let l = &plan.locks[p.item];
+        row(l.id, l.lock, l.variant, p.threads, runs, window_s(plan)).base
+    }
+    fn workload(&self, plan: &Plan, _: &()) -> String {
+        format!(
+            "groups of 3 SCHED_FIFO threads (prio {PRIO_LOW}/{PRIO_MED}/{PRIO_HIGH}) pinned to CPU {RT_CPU}; \
+             watchdog {} ms; {} windows of {:.0} ms per run × {} runs after {:?} warm-up",
+            WATCHDOG.as_millis(),
+            WINDOWS_PER_RUN,
+            window_s(plan) * 1e3,
+            plan.runs,
+            plan.warmup
+        )
+    }
+    /// The watchdog's table stands in for a verdict.
+    fn verdict(&self) -> bool {
+        false
+    }
+    fn tables(&self, plan: &Plan, _: &(), file: &ResultFile, m: &[Measured<PiRun>]) -> String {
+        render(
+            &pi_rows(plan, m),
+            &file.title,
+            &file.workload,
+            &file.machine,
+        )
+    }
+    /// pi_stress's own rows and fields.
+    fn write_json(
+        &self,
+        plan: &Plan,
+        _: &(),
+        file: &ResultFile,
+        m: &[Measured<PiRun>],
+    ) -> Result<(), String> {
+        let rows = pi_rows(plan, m);
+        let pi = PiFile {
+            suite: SUITE,
+            machine: &file.machine,
+            results: &rows,
+            title: &file.title,
+            workload: file.workload.clone(),
+            provenance: &file.provenance,
+            watchdog_ms: WATCHDOG.as_millis() as u64,
+            rt_cpu: RT_CPU,
+        };
+        report::write_json(&pi, &plan.json)
+    }
+    /// The error bars span the measured windows.
+    fn plot_unit(&self) -> Option<&'static str> {
+        Some("windows")
+    }
 }
 
 /// pi_stress's tables.
@@ -932,37 +872,6 @@ pub fn render(rows: &[PiRow], title: &str, workload: &str, machine: &Machine) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pi_peers_exclude() {
-        fn excludes<L: BenchLock>() {
-            struct S<L> {
-                l: L,
-                n: UnsafeCell<u64>,
-            }
-            unsafe impl<L: Sync> Sync for S<L> {}
-            let s = Arc::new(S {
-                l: L::new(),
-                n: UnsafeCell::new(0),
-            });
-            let hs: Vec<_> = (0..4)
-                .map(|_| {
-                    let s = s.clone();
-                    std::thread::spawn(move || {
-                        for _ in 0..5_000 {
-                            s.l.write(|| unsafe { *s.n.get() += 1 });
-                        }
-                    })
-                })
-                .collect();
-            for h in hs {
-                h.join().unwrap();
-            }
-            assert_eq!(unsafe { *s.n.get() }, 20_000);
-        }
-        excludes::<PthreadPi>();
-        excludes::<PiFutexLock>();
-    }
 
     #[test]
     fn barrier_releases_three_and_stops() {

@@ -13,13 +13,14 @@
 //! Every thread does the same mix: [`WRITE_PCT`]% of operations insert or
 //! remove a key (exclusive), the rest look one up (shared).
 
-use super::peers::BenchLock;
-use super::report::{rate, Machine, Provenance, ResultFile, ResultRow};
-use super::stat::{self, Runners};
-use super::workload::{measure, ns_to_iters, spin_iters, Role, RunOutcome};
-use super::Plan;
+use super::peers::{BenchLock, TryBench};
+use super::registry::{per_lock, LockEntry, PerLock};
+use super::report::{rate, ResultFile, ResultRow};
+use super::suite::{all_writers, untrackable, Ctx, Measured, Plan, Point, Spec, Suite};
+use super::tracked::{self, Stat};
+use super::verdict;
+use super::workload::{measure, ns_to_iters, spin_iters, CriticalSection, Role, RunOutcome};
 use crossbeam_utils::CachePadded;
-use indicatif::ProgressBar;
 use std::cell::UnsafeCell;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -283,6 +284,74 @@ fn run_once<L: BenchLock>(w: &TreeWork) -> Result<RunOutcome, String> {
 
 // --- the suite ------------------------------------------------------------
 
+/// The suite.
+pub struct TreeLock;
+
+/// The table entry.
+pub static TREELOCK: TreeLock = TreeLock;
+
+static SPEC: Spec = Spec {
+    name: NAME,
+    title: "tree_lock (2004 spinlock -> rwlock mail): read-mostly radix-tree index, \
+            single-thread ns/op, kop/s mean(stddev) by threads, lockmeter table",
+    default_locks: &[
+        "qspinlock",
+        "qrwlock",
+        "rwsem",
+        "std-mutex",
+        "parking_lot",
+        "pthread",
+        "pthread-adaptive",
+        "pthread-spin",
+        "ticket",
+        "ttas",
+        "std-rwlock",
+        "parking_lot-rwlock",
+        "pthread-rwlock",
+    ],
+    default_threads: &[1, 2, 4, 8, 16],
+    // Unused: treelock's critical sections are the tree operations.
+    cs: CriticalSection::Counter,
+    outside_ns: 100,
+    mix: all_writers,
+    cost_table: false,
+    // The 2004 mail's table is mean(stddev) of 5 runs.
+    runs: Some(5),
+    quick_ends: false,
+};
+
+type TreeRun = fn(&TreeWork) -> Result<RunOutcome, String>;
+
+/// [`run`] for a lock type of the registry.
+struct Untracked;
+
+impl PerLock for Untracked {
+    type Out = TreeRun;
+    fn with<L: TryBench>() -> TreeRun {
+        run::<L>
+    }
+}
+
+/// [`run`] under lockstat.
+struct Tracked;
+
+impl PerLock for Tracked {
+    type Out = TreeRun;
+    fn with<L: TryBench>() -> TreeRun {
+        run::<Stat<L>>
+    }
+}
+
+fn untracked(lock: &LockEntry) -> TreeRun {
+    per_lock::<Untracked>(lock.id).expect("a plan's locks are registered")
+}
+
+/// The tracked runner, where lockstat can track the lock.
+fn tracked(lock: &LockEntry) -> Option<TreeRun> {
+    lock.tracked
+        .then(|| per_lock::<Tracked>(lock.id).expect("a plan's locks are registered"))
+}
+
 fn work(plan: &Plan, threads: usize) -> TreeWork {
     TreeWork {
         threads,
@@ -305,117 +374,114 @@ pub fn lockmeter_threads(threads: &[usize], cpus: usize) -> usize {
         .unwrap_or_else(|| threads.iter().copied().min().unwrap_or(1))
 }
 
-fn runners_of(id: &str) -> Result<Runners, String> {
-    super::registry::find(id).map(|e| e.runners)
+/// One lock's single-thread cost: untracked, and tracked where it can be.
+type Cost = (&'static str, ResultRow, Option<ResultRow>);
+
+/// What the extra phases measured.
+#[derive(Default)]
+pub struct Extra {
+    cost: Vec<Cost>,
+    lm: Option<klock::lockstat::Report>,
+    lm_threads: usize,
+    untrackable: Vec<&'static str>,
 }
 
-/// Check that every lock of the plan can run this suite.
-pub fn check(plan: &Plan) -> Result<(), String> {
-    for l in &plan.locks {
-        runners_of(l.id)?;
+impl Suite for TreeLock {
+    type Outcome = RunOutcome;
+    type State = Extra;
+
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
-    Ok(())
-}
-
-/// Run the suite: returns the result file (the sweep's rows, then each
-/// lock's tracked single-thread rows with id `LOCK+lockstat`; the
-/// untracked rows of the cost table are paired runs, not in the file),
-/// after printing the tables and then writing the JSON and plot.
-pub fn execute(
-    plan: &Plan,
-    machine: &Machine,
-    provenance: &Provenance,
-    pb: &ProgressBar,
-) -> Result<ResultFile, String> {
-    let mut rows = Vec::new();
-    // 1 + 2. Throughput sweep (untracked).
-    for lock in &plan.locks {
-        let r = runners_of(lock.id)?;
-        for &t in &plan.threads {
-            let mut runs = Vec::with_capacity(plan.runs);
+    /// Each lock's sweep runs back to back, as the 2004 mail's did.
+    fn points(&self, plan: &Plan) -> Vec<Point> {
+        plan.locks
+            .iter()
+            .enumerate()
+            .flat_map(|(item, l)| {
+                plan.threads.iter().map(move |&threads| Point {
+                    item,
+                    id: l.id,
+                    threads,
+                })
+            })
+            .collect()
+    }
+    fn interleaved(&self) -> bool {
+        false
+    }
+    fn begin(&self, _: &Plan, _: &Ctx) -> Result<Extra, String> {
+        Ok(Extra::default())
+    }
+    fn run(&self, plan: &Plan, _: &mut Extra, p: &Point) -> Result<RunOutcome, String> {
+        untracked(&plan.locks[p.item])(&work(plan, p.threads))
+    }
+    fn row(&self, plan: &Plan, p: &Point, runs: &[RunOutcome]) -> ResultRow {
+        let l = &plan.locks[p.item];
+        ResultRow::aggregate(l.id, l.lock, l.variant, 0, p.threads, runs)
+    }
+    /// The single-thread cost (untracked and tracked runs alternate, so
+    /// drift in the machine's speed hits both alike), then one tracked
+    /// run per lock for the lockmeter table.
+    fn end(&self, plan: &Plan, x: &mut Extra, ctx: &Ctx) -> Result<(), String> {
+        for lock in &plan.locks {
+            let (un_run, tr_run) = (untracked(lock), tracked(lock));
+            tracked::set_class(&format!("{}-cost", lock.id));
+            let (mut un, mut tr) = (Vec::new(), Vec::new());
             for i in 0..plan.runs {
-                pb.set_message(format!("treelock {} @ {t} threads, run {}", lock.id, i + 1));
-                runs.push(
-                    (r.tree)(&work(plan, t))
-                        .map_err(|e| format!("{} @ {t} threads: {e}", lock.id))?,
-                );
-                pb.inc(1);
-            }
-            rows.push(ResultRow::aggregate(
-                lock.id,
-                lock.lock,
-                lock.variant,
-                0,
-                t,
-                &runs,
-            ));
-        }
-    }
-    // Single-thread cost: untracked and tracked runs alternate, so drift in
-    // the machine's speed hits both alike.
-    let mut cost = Vec::new();
-    for lock in &plan.locks {
-        let r = runners_of(lock.id)?;
-        stat::set_class(&format!("{}-cost", lock.id));
-        let (mut un, mut tr) = (Vec::new(), Vec::new());
-        for i in 0..plan.runs {
-            pb.inc_length(2);
-            pb.set_message(format!(
-                "treelock {} single-thread cost, run {}",
-                lock.id,
-                i + 1
-            ));
-            un.push((r.tree)(&work(plan, 1))?);
-            pb.inc(1);
-            if let Some(run) = r.tree_tracked {
-                tr.push(run(&work(plan, 1))?);
-            }
-            pb.inc(1);
-        }
-        let untracked = ResultRow::aggregate(lock.id, lock.lock, lock.variant, 0, 1, &un);
-        let tracked = (!tr.is_empty()).then(|| {
-            ResultRow::aggregate(
-                &format!("{}+lockstat", lock.id),
-                lock.lock,
-                "lockstat",
-                0,
-                1,
-                &tr,
-            )
-        });
-        cost.push((lock.id, untracked, tracked));
-    }
-    // 3. One tracked run per lock for the lockmeter table.
-    let lm_threads = lockmeter_threads(&plan.threads, machine.cpus);
-    let mut lm = klock::lockstat::Report {
-        classes: Vec::new(),
-        cpus: machine.cpus,
-    };
-    let mut untrackable = Vec::new();
-    for lock in &plan.locks {
-        match runners_of(lock.id)?.tree_tracked {
-            Some(run) => {
-                pb.inc_length(1);
-                pb.set_message(format!(
-                    "treelock {} lockstat @ {lm_threads} threads",
-                    lock.id
+                ctx.more(2);
+                ctx.step(format!(
+                    "treelock {} single-thread cost, run {}",
+                    lock.id,
+                    i + 1
                 ));
-                klock::lockstat::reset();
-                stat::set_class(lock.id);
-                run(&work(plan, lm_threads))?;
-                lm.extend(stat::take_class(lock.id));
-                pb.inc(1);
+                un.push(un_run(&work(plan, 1))?);
+                ctx.done(1);
+                if let Some(run) = tr_run {
+                    tr.push(run(&work(plan, 1))?);
+                }
+                ctx.done(1);
             }
-            None => untrackable.push(lock.id),
+            let untracked = ResultRow::aggregate(lock.id, lock.lock, lock.variant, 0, 1, &un);
+            let tracked = (!tr.is_empty()).then(|| {
+                ResultRow::aggregate(
+                    &format!("{}+lockstat", lock.id),
+                    lock.lock,
+                    "lockstat",
+                    0,
+                    1,
+                    &tr,
+                )
+            });
+            x.cost.push((lock.id, untracked, tracked));
         }
+        x.lm_threads = lockmeter_threads(&plan.threads, ctx.machine.cpus);
+        let mut lm = klock::lockstat::Report {
+            classes: Vec::new(),
+            cpus: ctx.machine.cpus,
+        };
+        for lock in &plan.locks {
+            match tracked(lock) {
+                Some(run) => {
+                    ctx.more(1);
+                    ctx.step(format!(
+                        "treelock {} lockstat @ {} threads",
+                        lock.id, x.lm_threads
+                    ));
+                    klock::lockstat::reset();
+                    tracked::set_class(lock.id);
+                    run(&work(plan, x.lm_threads))?;
+                    lm.extend(tracked::take_class(lock.id));
+                    ctx.done(1);
+                }
+                None => x.untrackable.push(lock.id),
+            }
+        }
+        x.lm = Some(lm);
+        Ok(())
     }
-
-    let mut file = ResultFile {
-        suite: NAME.into(),
-        machine: machine.clone(),
-        results: rows,
-        title: plan.suite.title.into(),
-        workload: format!(
+    fn workload(&self, plan: &Plan, _: &Extra) -> String {
+        format!(
             "every thread: {}% lookups (shared), {WRITE_PCT}% insert-or-remove (exclusive) in a \
              radix tree of {POPULATED} keys; {} ns outside; {:?} × {} runs per point after {:?} warm-up",
             100 - WRITE_PCT,
@@ -423,21 +489,43 @@ pub fn execute(
             plan.duration,
             plan.runs,
             plan.warmup
-        ),
-        provenance: provenance.clone(),
-        verdict: Default::default(),
-    };
-    // From the sweep's rows only (before the tracked cost rows join).
-    super::verdict::attach(&mut file);
-    // The tables first, then the files.
-    let text =
-        render(&file, &cost, &lm, lm_threads, plan, &untrackable) + &super::verdict::render(&file);
-    pb.suspend(|| print!("{text}"));
-    super::report::plot(&file, &plan.plot)?;
-    file.results
-        .extend(cost.into_iter().filter_map(|(_, _, tracked)| tracked));
-    file.write_json(&plan.json)?;
-    Ok(file)
+        )
+    }
+    /// The verdict (from the sweep's rows only) under treelock's tables.
+    fn tables(
+        &self,
+        plan: &Plan,
+        x: &Extra,
+        file: &ResultFile,
+        _: &[Measured<RunOutcome>],
+    ) -> String {
+        let lm = x.lm.as_ref().expect("end ran");
+        render(file, &x.cost, lm, x.lm_threads, plan, &x.untrackable) + &verdict::render(file)
+    }
+    /// The file: the sweep's rows, then each lock's tracked single-thread
+    /// rows with id `LOCK+lockstat` (the untracked rows of the cost table
+    /// are paired runs, not in the file).
+    fn write_json(
+        &self,
+        plan: &Plan,
+        x: &Extra,
+        file: &ResultFile,
+        _: &[Measured<RunOutcome>],
+    ) -> Result<(), String> {
+        let mut file = file.clone();
+        file.results
+            .extend(x.cost.iter().filter_map(|(_, _, tracked)| tracked.clone()));
+        file.write_json(&plan.json)
+    }
+    fn tracked_run(
+        &self,
+        plan: &Plan,
+        lock: &LockEntry,
+        threads: usize,
+    ) -> Result<RunOutcome, String> {
+        let run = tracked(lock).ok_or_else(|| untrackable(lock))?;
+        run(&work(plan, threads))
+    }
 }
 
 fn ns_per_op(r: &ResultRow) -> f64 {
@@ -451,7 +539,7 @@ fn mean_sd(r: &ResultRow) -> String {
 
 fn render(
     file: &ResultFile,
-    cost: &[(&str, ResultRow, Option<ResultRow>)],
+    cost: &[Cost],
     lm: &klock::lockstat::Report,
     lm_threads: usize,
     plan: &Plan,

@@ -6,8 +6,9 @@
 //! per-thread Min/Mean the Fairness section prints, both means over runs),
 //! so the verdict compares locks measured in the same, interleaved runs.
 
+// The verdict's types live beside the result file that carries them.
 use super::report::{rate, table, thousands, ResultFile, ResultRow};
-use serde::Serialize;
+pub use super::report::{Summary, Verdict, VerdictRow};
 use std::fmt::Write as _;
 
 /// The locks klock is judged against: what a program would use instead of
@@ -113,67 +114,6 @@ fn judge(suite: &str) -> Option<Judge> {
         "uncontended" => Judge::Kinds(UNCONTENDED),
         _ => return None,
     })
-}
-
-/// One verdict row (JSON `verdict[]`). `ratio` is klock's kop/s over the
-/// peer's: at or above 1.00, klock did at least as well. In the
-/// uncontended verdict it is the peer's ns/op over klock's (the same
-/// number).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct VerdictRow {
-    pub threads: usize,
-    pub klock_lock: String,
-    pub klock_kops: f64,
-    pub klock_per_thread_min: u64,
-    pub klock_per_thread_mean: f64,
-    pub peer_lock: String,
-    pub peer_kops: f64,
-    pub peer_per_thread_min: u64,
-    pub peer_per_thread_mean: f64,
-    /// Infinite (JSON `null`) when no peer finished an operation but klock did.
-    pub ratio: f64,
-    /// The ratio, rounded to the two decimals printed, is below 1.00.
-    pub loss: bool,
-    /// Some thread of klock's lock finished no operation (Min = 0).
-    pub starved: bool,
-    /// Uncontended only: the kind (`spinlock`, `mutex`, `rwlock`, `rwsem`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// Uncontended only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub klock_ns_per_op: Option<f64>,
-    /// Uncontended only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub peer_ns_per_op: Option<f64>,
-    /// Uncontended only: klock's ns/op is at most 10% above the peer's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub within_10pct: Option<bool>,
-}
-
-/// The line under the table (JSON `verdict_summary`).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Summary {
-    /// Geometric mean of the ratios at the thread counts from 4 up (every
-    /// row in the uncontended verdict); `None` when there is none.
-    pub geomean: Option<f64>,
-    /// The thread counts the geomean covers, lowest and highest.
-    pub geomean_threads: Option<(usize, usize)>,
-    pub won: usize,
-    pub lost: usize,
-    pub starved: usize,
-}
-
-/// A suite's verdict, flattened into the result file: `verdict` (the
-/// rows), `verdict_summary`, and `verdict_note` when there is no table.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Verdict {
-    #[serde(rename = "verdict")]
-    pub rows: Vec<VerdictRow>,
-    #[serde(rename = "verdict_summary")]
-    pub summary: Option<Summary>,
-    /// Why there is no verdict although the suite has one.
-    #[serde(rename = "verdict_note", skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
 }
 
 /// The ratio as printed (two decimals): a row printed `1.00x` is no loss.
@@ -451,7 +391,7 @@ pub fn render(file: &ResultFile) -> String {
 mod tests {
     use super::*;
     use crate::bench::report::Machine;
-    use crate::bench::suites::SUITES;
+    use crate::bench::suites::specs;
     use crate::bench::workload::{Role, RunOutcome};
 
     /// A row of `id` at `threads` writers doing `kops` kop/s in one 1 s
@@ -792,7 +732,7 @@ mod tests {
         for k in UNCONTENDED {
             assert!(k.peers.iter().all(|p| PEERS.contains(p)), "{}", k.name);
         }
-        for s in SUITES {
+        for s in specs() {
             let Some(j) = judge(s.name) else {
                 assert!(
                     ["pi", "ctxswitch"].contains(&s.name),

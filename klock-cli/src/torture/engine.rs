@@ -798,8 +798,8 @@ pub fn run<L: TortureLock>(cfg: &Config) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::super::busted::LockBusted;
-    use super::super::lock::{Downgrade, Mx, Rw, Timed};
     use super::*;
+    use crate::bench::peers::{ParkingLotMutex, ParkingLotRwLock};
 
     fn cfg(nreaders: usize) -> Config {
         Config {
@@ -816,9 +816,9 @@ mod tests {
 
     #[test]
     fn library_run_passes_a_correct_lock_and_fails_a_busted_one() {
-        let ok = run::<Mx<parking_lot::RawMutex, Timed>>(&cfg(0));
+        let ok = run::<ParkingLotMutex>(&cfg(0));
         assert!(ok.success && !ok.stalled && ok.writes > 0, "{ok:?}");
-        let rw = run::<Rw<parking_lot::RawRwLock, Timed, Downgrade>>(&cfg(2));
+        let rw = run::<ParkingLotRwLock>(&cfg(2));
         assert!(rw.success && rw.reads > 0, "{rw:?}");
         let bad = run::<LockBusted>(&cfg(0));
         assert!(

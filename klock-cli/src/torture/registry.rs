@@ -1,14 +1,12 @@
-//! Every lock `klock torture --type` knows. Adding a lock is one line:
-//! `klock!(ADAPTER<RAW, FLAGS…>, "id", "about")` — see [`super::lock`] for
-//! the adapters and what each capability flag needs.
+//! Every lock `klock torture --type` knows: the lines of the one lock
+//! registry ([`crate::bench::registry`]) that have a torture side. Adding
+//! a lock to torture is giving its registry line `klock("about")` (or
+//! `peer`, `broken`, `hidden`); what the run mixes in (try, timed,
+//! downgrade, readers) comes from the lock type's constants.
 
-use super::busted::{LockBusted, LockDeadlock, LockLostWake, RwBusted};
 use super::engine::{run, Config, Outcome};
-use super::lock::*;
-use crate::bench::peers::{
-    PthreadAdaptive, PthreadNormal, PthreadRwLock, PthreadSpin, TicketLock, TtasLock,
-};
-use klock::mutex::{NO_OWNER_SPIN, OWNER_SPIN};
+use crate::bench::peers::TryBench;
+use crate::bench::registry::{self, per_lock, PerLock, TortureKind};
 
 /// One `--type`.
 pub struct TortureType {
@@ -27,132 +25,43 @@ pub struct TortureType {
     pub run: fn(&Config) -> Outcome,
 }
 
-macro_rules! entry {
-    ($ty:ty, $id:expr, $about:expr, $klock:expr, $broken:expr, $hidden:expr) => {
-        TortureType {
-            id: $id,
-            about: $about,
-            klock: $klock,
-            broken: $broken,
-            hidden: $hidden,
-            shared: <$ty as TortureLock>::SHARED,
-            try_: <$ty as TortureLock>::TRY,
-            timed: <$ty as TortureLock>::TIMED,
-            downgrade: <$ty as TortureLock>::DOWNGRADE,
-            run: run::<$ty>,
-        }
-    };
+/// The torture run of a registered lock type.
+struct Runner;
+
+impl PerLock for Runner {
+    type Out = fn(&Config) -> Outcome;
+    fn with<L: TryBench>() -> Self::Out {
+        run::<L>
+    }
 }
 
-/// A klock lock (must SUCCEED; CI runs each).
-macro_rules! klock {
-    ($ty:ty, $id:expr, $about:expr) => {
-        entry!($ty, $id, $about, true, false, false)
-    };
-}
-
-/// A peer lock (must SUCCEED).
-macro_rules! peer {
-    ($ty:ty, $id:expr, $about:expr) => {
-        entry!($ty, $id, $about, false, false, false)
-    };
-}
-
-/// A deliberately broken lock (must FAIL); `hidden` ones are test-only.
-macro_rules! broken {
-    ($ty:ty, $id:expr, $about:expr, hidden: $hidden:expr) => {
-        entry!($ty, $id, $about, false, true, $hidden)
-    };
-}
-
-/// Every type: klock's, then the peers, then the broken ones.
+/// Every type: klock's, then the peers, then the broken ones (each group
+/// in registry order).
 pub fn all() -> Vec<TortureType> {
-    vec![
-        klock!(
-            Mx<klock::RawQSpinLock>,
-            "qspinlock",
-            "klock::SpinLock: queued spinlock (pending wait 512), paravirt slow path (spin, then sleep)"
-        ),
-        klock!(
-            Mx<klock::qspinlock::RawQSpinLockNative>,
-            "qspinlock-native",
-            "klock queued spinlock, the kernel's native slow path (pure spinning)"
-        ),
-        klock!(
-            Mx<klock::RawQSpinLockWith<0, false>>,
-            "qspinlock-pl0",
-            "klock native queued spinlock without the pending->locked wait"
-        ),
-        klock!(
-            Mx<klock::RawMutexWith<OWNER_SPIN>, Timed>,
-            "mutex",
-            "klock::Mutex: spins on a running owner (kernel OWNER_SPIN) unless its adaptive test finds sleeping faster"
-        ),
-        klock!(
-            Mx<klock::RawMutexWith<{ klock::mutex::OWNER_SPIN_FIXED }>, Timed>,
-            "mutex-fixed",
-            "klock mutex, always spins on a running owner (no adaptive test)"
-        ),
-        klock!(
-            Mx<klock::RawMutexWith<NO_OWNER_SPIN>, Timed>,
-            "mutex-nospin",
-            "klock mutex, never spins (sleeps at once)"
-        ),
-        klock!(
-            Rw<klock::RawRwSemWith<{ klock::rwsem::ON }, { klock::rwsem::ON }>, Timed, Downgrade>,
-            "rwsem",
-            "klock::RwSem: rw-semaphore, reader optimistic spinning, adaptive disabling"
-        ),
-        klock!(
-            Rw<klock::RawRwSemWith<{ klock::rwsem::ON }, { klock::rwsem::OFF }>, Timed, Downgrade>,
-            "rwsem-rspin",
-            "klock rw-semaphore, reader spinning without adaptive disabling"
-        ),
-        klock!(
-            Rw<klock::RawRwSemWith<{ klock::rwsem::OFF }, { klock::rwsem::OFF }>, Timed, Downgrade>,
-            "rwsem-nospin",
-            "klock rw-semaphore without reader optimistic spinning"
-        ),
-        klock!(
-            Rw<klock::RawRwSemWith<{ klock::rwsem::STEAL }, { klock::rwsem::OFF }>, Timed, Downgrade>,
-            "rwsem-steal",
-            "klock rw-semaphore, readers steal a free lock instead of spinning (mainline's design)"
-        ),
-        klock!(
-            Mx<klock::RawRtMutexWith<{ klock::rtmutex::RT_SPIN }>, Timed>,
-            "rtmutex",
-            "klock::RtMutex: priority-inheritance futex mutex, top-waiter spinning, non-RT waiters wait in userspace"
-        ),
-        klock!(
-            Mx<klock::RawRtMutexWith<{ klock::rtmutex::RT_SPIN_KWAIT }>, Timed>,
-            "rtmutex-kwait",
-            "klock rt-mutex, top-waiter spinning, every other waiter in the kernel"
-        ),
-        klock!(
-            Mx<klock::RawRtMutexWith<{ klock::rtmutex::NO_RT_SPIN }>, Timed>,
-            "rtmutex-nospin",
-            "klock rt-mutex, no userspace spinning (straight to FUTEX_LOCK_PI2)"
-        ),
-        klock!(
-            Rw<klock::RawQRwLock>,
-            "qrwlock",
-            "klock::RwLock: queued rwlock (fair: a waiting writer blocks new readers)"
-        ),
-        peer!(StdMx, "std-mutex", "std::sync::Mutex"),
-        peer!(Mx<parking_lot::RawMutex, Timed>, "parking_lot", "parking_lot::Mutex"),
-        peer!(Peer<PthreadNormal, false>, "pthread", "glibc pthread_mutex_t, NORMAL (blocking only)"),
-        peer!(Peer<PthreadAdaptive, false>, "pthread-adaptive", "glibc pthread_mutex_t, ADAPTIVE_NP (blocking only)"),
-        peer!(Peer<PthreadSpin, false>, "pthread-spin", "glibc pthread_spinlock_t (blocking only)"),
-        peer!(Peer<TicketLock, false>, "ticket", "baseline ticket spinlock (blocking only)"),
-        peer!(Peer<TtasLock, false>, "ttas", "baseline test-and-test-and-set spinlock (blocking only)"),
-        peer!(StdRw, "std-rwlock", "std::sync::RwLock"),
-        peer!(Rw<parking_lot::RawRwLock, Timed, Downgrade>, "parking_lot-rwlock", "parking_lot::RwLock"),
-        peer!(Peer<PthreadRwLock, true>, "pthread-rwlock", "glibc pthread_rwlock_t (blocking only)"),
-        broken!(LockBusted, "lock_busted", "BROKEN on purpose: takes nothing (must end in FAILURE)", hidden: false),
-        broken!(RwBusted, "rwlock_busted", "BROKEN on purpose: readers ignore writers (must end in FAILURE)", hidden: false),
-        broken!(LockDeadlock, "lock_deadlock", "BROKEN on purpose: loses an unlock, deadlocks (watchdog test)", hidden: true),
-        broken!(LockLostWake, "lock_lostwake", "BROKEN on purpose: one waiter is never woken (watchdog test)", hidden: true),
-    ]
+    let mut types: Vec<(TortureKind, TortureType)> = registry::every()
+        .into_iter()
+        .filter_map(|e| {
+            let t = e.torture?;
+            Some((
+                t.kind,
+                TortureType {
+                    id: e.id,
+                    about: t.about,
+                    klock: t.kind == TortureKind::Klock,
+                    broken: matches!(t.kind, TortureKind::Broken | TortureKind::Hidden),
+                    hidden: t.kind == TortureKind::Hidden,
+                    shared: e.shared,
+                    try_: e.tracked,
+                    timed: e.timed,
+                    downgrade: e.downgrade,
+                    run: per_lock::<Runner>(e.id).expect("a registry line has a type"),
+                },
+            ))
+        })
+        .collect();
+    // Stable: registry order within each group.
+    types.sort_by_key(|(kind, _)| (*kind).min(TortureKind::Broken));
+    types.into_iter().map(|(_, t)| t).collect()
 }
 
 /// Look up `id` (hidden types included); the error lists the valid names.
@@ -173,8 +82,8 @@ pub fn find(id: &str) -> Result<TortureType, String> {
 
 #[cfg(test)]
 mod tests {
-    /// A klock type has the id, and the configuration, it has in `klock
-    /// bench`, so a torture failure and a bench figure name the same lock.
+    /// A klock type is a bench lock too, so a torture failure and a bench
+    /// figure name the same lock.
     #[test]
     fn klock_types_are_bench_locks() {
         for t in super::all().iter().filter(|t| t.klock) {
