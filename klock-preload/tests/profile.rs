@@ -15,7 +15,14 @@ mod common;
 const THREADS: u64 = 8;
 const ITERATIONS: u64 = 5000;
 
+/// The compiled program, compiled once (tests run at once: a second
+/// compile would rewrite the file while the first test runs it).
 fn compile() -> PathBuf {
+    static PROG: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PROG.get_or_init(compile_now).clone()
+}
+
+fn compile_now() -> PathBuf {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("klock_profile_test");
     // -rdynamic: the program exports its functions, so that dladdr names
     // the locking function in the profile.
