@@ -23,6 +23,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+#[path = "../../klock/tests/support/circle.rs"]
+mod circle;
+
 /// The parent module's name in the graph.
 const PARENT: &str = "mod";
 
@@ -216,38 +219,7 @@ fn circle(edges: &BTreeMap<(String, String), Vec<String>>) -> Option<Vec<String>
     for (from, to) in edges.keys() {
         next.entry(from).or_default().insert(to);
     }
-    // Depth-first search; a module met again on the current path closes a
-    // circle.
-    fn visit<'a>(
-        m: &'a str,
-        next: &BTreeMap<&'a str, BTreeSet<&'a str>>,
-        path: &mut Vec<&'a str>,
-        done: &mut BTreeSet<&'a str>,
-    ) -> Option<Vec<&'a str>> {
-        if let Some(i) = path.iter().position(|p| *p == m) {
-            let mut circle = path[i..].to_vec();
-            circle.push(m);
-            return Some(circle);
-        }
-        if !done.insert(m) {
-            return None;
-        }
-        path.push(m);
-        for n in next.get(m).into_iter().flatten() {
-            if let Some(c) = visit(n, next, path, done) {
-                return Some(c);
-            }
-        }
-        path.pop();
-        None
-    }
-    let mut done = BTreeSet::new();
-    for m in next.keys() {
-        if let Some(c) = visit(m, &next, &mut Vec::new(), &mut done) {
-            return Some(c.into_iter().map(String::from).collect());
-        }
-    }
-    None
+    circle::find_circle(&next).map(|c| c.into_iter().map(String::from).collect())
 }
 
 #[test]

@@ -29,6 +29,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+#[path = "support/circle.rs"]
+mod circle;
+
 /// Every module of `klock/src` and its layer (the crate root is layer 4).
 const LAYERS: &[(&str, u8)] = &[
     // 1. platform
@@ -253,44 +256,16 @@ fn modules_name_each_other_in_no_circle() {
             next.entry(from).or_default().insert(to);
         }
     }
-    // Depth-first search; a module met again on the current path closes a
-    // circle.
-    fn visit<'a>(
-        m: &'a str,
-        next: &BTreeMap<&'a str, BTreeSet<&'a str>>,
-        path: &mut Vec<&'a str>,
-        done: &mut BTreeSet<&'a str>,
-    ) -> Option<Vec<&'a str>> {
-        if let Some(i) = path.iter().position(|p| *p == m) {
-            let mut circle = path[i..].to_vec();
-            circle.push(m);
-            return Some(circle);
-        }
-        if !done.insert(m) {
-            return None;
-        }
-        path.push(m);
-        for n in next.get(m).into_iter().flatten() {
-            if let Some(c) = visit(n, next, path, done) {
-                return Some(c);
-            }
-        }
-        path.pop();
-        None
-    }
-    let mut done = BTreeSet::new();
-    for m in next.keys() {
-        if let Some(circle) = visit(m, &next, &mut Vec::new(), &mut done) {
-            let at: Vec<String> = circle
-                .windows(2)
-                .map(|w| edges[&(w[0].to_string(), w[1].to_string())][0].clone())
-                .collect();
-            panic!(
-                "modules name each other in a circle: {}\n    {}",
-                circle.join(" -> "),
-                at.join("\n    ")
-            );
-        }
+    if let Some(circle) = circle::find_circle(&next) {
+        let at: Vec<String> = circle
+            .windows(2)
+            .map(|w| edges[&(w[0].to_string(), w[1].to_string())][0].clone())
+            .collect();
+        panic!(
+            "modules name each other in a circle: {}\n    {}",
+            circle.join(" -> "),
+            at.join("\n    ")
+        );
     }
 }
 
