@@ -49,6 +49,7 @@ pub mod oncpu;
 pub mod oncpu_bpf;
 #[doc(hidden)]
 pub mod osq;
+mod ownerspin;
 pub mod qrwlock;
 pub mod qspinlock;
 #[cfg(not(loom))]

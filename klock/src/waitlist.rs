@@ -8,8 +8,11 @@
 //! between into an abort).
 
 use crate::sync::AtomicU32;
+use crate::sync::Ordering::{Acquire, Relaxed};
+use crate::sys::{self, monotonic_ns};
 use core::cell::Cell;
 use core::ptr;
+use std::time::Duration;
 
 /// The links a waiter record embeds.
 pub(crate) struct Links<N> {
@@ -101,6 +104,80 @@ impl<N: Linked> WaitList<N> {
             unsafe { (*next).links().prev.set(prev) };
         }
         self.head.is_null()
+    }
+}
+
+// A waiter record's state, its futex word. A lock may add states of its
+// own above these.
+/// Queued and running: a waker only has to mark it.
+pub(crate) const W_WAITING: u32 = 0;
+/// Asleep on its futex word, or about to be: a waker must wake it.
+pub(crate) const W_PARKED: u32 = 1;
+/// Marked woken by an unlocker.
+pub(crate) const W_WOKEN: u32 = 2;
+
+/// Sleep until the waiter's `state` leaves [`W_PARKED`] or `deadline`
+/// passes. Returns whether it went to sleep at all (false: a waker had
+/// already changed `state` from [`W_WAITING`]).
+///
+/// The waiter sleeps on `state` itself, or on `gate`, a word its waker
+/// bumps after marking it (several waiters on one gate are woken by one
+/// `FUTEX_WAKE`). Spurious returns of the futex wait are fine: the state
+/// is read again.
+///
+/// Under loom an untimed waiter of a lock whose wakers unpark it through a
+/// cloned thread handle (`loom_park`) blocks in `loom::thread::park`
+/// instead of a modelled futex wait (a yield): two yielding waiters could
+/// otherwise be scheduled against each other forever while the waker stays
+/// preempted, which loom reports as a failure although no real schedule
+/// does that.
+pub(crate) fn park(
+    state: &AtomicU32,
+    gate: Option<&AtomicU32>,
+    deadline: Option<u64>,
+    loom_park: bool,
+) -> bool {
+    // W_WAITING -> W_PARKED; fails if a waker already changed it.
+    // Relaxed: what the waiter needs from its waker it reads under the
+    // lock's wait_lock, or through the Acquire load below.
+    if state
+        .compare_exchange(W_WAITING, W_PARKED, Relaxed, Relaxed)
+        .is_err()
+    {
+        return false;
+    }
+    loop {
+        // The gate before the state: if the state below still says
+        // parked, the waker's bump comes later and changes the gate from
+        // the value read here (Acquire pairs with the bump's Release:
+        // having seen a bump, we see the marks made before it).
+        let gate_now = gate.map(|g| (g, g.load(Acquire)));
+        // Acquire pairs with the waker's Release store or swap of the
+        // state.
+        if state.load(Acquire) != W_PARKED {
+            return true;
+        }
+        let timeout = match deadline {
+            None => None,
+            Some(d) => {
+                let now = monotonic_ns();
+                if now >= d {
+                    return true;
+                }
+                Some(Duration::from_nanos(d - now))
+            }
+        };
+        #[cfg(loom)]
+        if loom_park && timeout.is_none() {
+            loom::thread::park();
+            continue;
+        }
+        #[cfg(not(loom))]
+        let _ = loom_park;
+        match gate_now {
+            Some((word, seen)) => sys::futex_wait(word, seen, timeout),
+            None => sys::futex_wait(state, W_PARKED, timeout),
+        };
     }
 }
 

@@ -48,6 +48,7 @@ const LAYERS: &[(&str, u8)] = &[
     // 3. the locks
     ("qspinlock", 3),
     ("osq", 3),
+    ("ownerspin", 3),
     ("waitlock", 3),
     ("waitlist", 3),
     ("mutex", 3),

@@ -4,13 +4,15 @@
 use super::{handoff_ns, owner_spin};
 use crate::oncpu::{self, SpinStats, MAX_OWNER_BUDGETS};
 use crate::osq::Osq;
-use crate::spin::{clock_due, cpu_relax};
+use crate::ownerspin::OwnerSpin;
+use crate::spin::cpu_relax;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sync::{AtomicU32, UnsafeCell};
-use crate::sys::{self, monotonic_ns};
+use crate::sys::monotonic_ns;
 use crate::thread;
 use crate::waitlist::{
-    futex_addr, wake_later, wake_pending, AbortOnUnwind, Linked, Links, WaitList,
+    futex_addr, park, wake_later, wake_pending, AbortOnUnwind, Linked, Links, WaitList, W_PARKED,
+    W_WAITING, W_WOKEN,
 };
 use crate::waitlock::{WaitLock, WaitLockRaw};
 use std::time::Duration;
@@ -52,11 +54,6 @@ fn gen_bits() -> u32 {
 fn is_stale(w: u32) -> bool {
     w & C_WAITERS != 0 && w & GEN_MASK != gen_bits()
 }
-
-// Waiter states (its futex word).
-const W_WAITING: u32 = 0;
-const W_PARKED: u32 = 1;
-const W_WOKEN: u32 = 2;
 
 /// A sleeping locker, on its own stack, linked into the wait list (links
 /// protected by `wait_lock`).
@@ -405,57 +402,22 @@ impl RawMutexCompact {
         if !waiter && self.osq.is_locked() {
             return false;
         }
-        let budget = self.spin.budget_ns();
-        oracle.spin_begin();
-        let start = monotonic_ns();
-        let total_end = start.saturating_add(budget.saturating_mul(MAX_OWNER_BUDGETS));
-        let mut owner_end = start.saturating_add(budget);
-        let past = |now: u64| deadline.is_some_and(|d| now >= d);
-        if !waiter {
-            let mut n = 0u32;
-            let head = self.osq.lock(|| {
-                n = n.wrapping_add(1);
-                if !clock_due(n) {
-                    return false;
-                }
-                let now = monotonic_ns();
-                oracle.should_yield() || now >= owner_end || past(now)
-            });
-            if !head {
-                return false;
-            }
+        let mut spin = OwnerSpin::begin(&self.spin, MAX_OWNER_BUDGETS, deadline);
+        if !waiter && !self.osq.lock(|| spin.queued_poll()) {
+            return false;
         }
-        let mut last_owner = u32::MAX;
-        let mut running = None;
-        let mut i = 0u32;
         let got = loop {
             let owner = self.owner.load(Relaxed) & OWNER_MASK;
-            if owner == 0 || owner == me {
+            let asked = if owner == 0 || owner == me {
                 if self.try_lock_slow(me, waiter) {
                     break true;
                 }
-            } else if owner != last_owner {
-                if last_owner != u32::MAX {
-                    // The lock moved on: the new owner gets a fresh budget.
-                    owner_end = monotonic_ns().saturating_add(budget).min(total_end);
-                }
-                last_owner = owner;
-                running = oracle.owner_running(owner >> C_OWNER_SHIFT);
-                if running == Some(false) {
-                    break false;
-                }
-            }
-            i = i.wrapping_add(1);
-            if clock_due(i) {
-                if oracle.should_yield() {
-                    break false;
-                }
-                let now = monotonic_ns();
-                // An owner known to run may be spun on without a budget
-                // (the kernel's rule); otherwise the budget decides.
-                if past(now) || (running != Some(true) && now >= owner_end) {
-                    break false;
-                }
+                None
+            } else {
+                Some(owner >> C_OWNER_SHIFT)
+            };
+            if spin.poll(asked).is_err() {
+                break false;
             }
             cpu_relax();
         };
@@ -463,8 +425,7 @@ impl RawMutexCompact {
             self.osq.unlock();
         }
         if got {
-            self.spin
-                .record_success(monotonic_ns().saturating_sub(start));
+            spin.succeeded(&self.spin);
         }
         got
     }
@@ -521,7 +482,7 @@ impl RawMutexCompact {
             }
             // SAFETY: we hold wait_lock.
             unsafe { self.wait_lock.unlock() };
-            park(&waiter, deadline);
+            park(&waiter.state, None, deadline, false);
             // Only the first waiter is ever woken, and it stays first.
             if !first && waiter.state.load(Relaxed) == W_WOKEN {
                 first = true;
@@ -661,36 +622,6 @@ impl core::fmt::Debug for RawMutexCompact {
             .field("owner_tid", &((w & OWNER_MASK) >> C_OWNER_SHIFT))
             .field("flags", &(w & C_FLAGS))
             .finish()
-    }
-}
-
-/// Sleep on our futex word until woken or `deadline` passes.
-fn park(w: &Waiter, deadline: Option<u64>) {
-    // W_WAITING -> W_PARKED; fails if an unlocker woke us already.
-    // Relaxed: what we need from the waker is re-read under wait_lock.
-    if w.state
-        .compare_exchange(W_WAITING, W_PARKED, Relaxed, Relaxed)
-        .is_err()
-    {
-        return;
-    }
-    loop {
-        // Acquire pairs with the waker's Release swap in mark_woken.
-        if w.state.load(Acquire) != W_PARKED {
-            return;
-        }
-        let timeout = match deadline {
-            None => None,
-            Some(d) => {
-                let now = monotonic_ns();
-                if now >= d {
-                    return;
-                }
-                Some(Duration::from_nanos(d - now))
-            }
-        };
-        // Spurious returns are fine: the state is re-checked.
-        sys::futex_wait(&w.state, W_PARKED, timeout);
     }
 }
 

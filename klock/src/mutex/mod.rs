@@ -267,13 +267,10 @@ impl OwnerGuard {
     }
 }
 
-// Waiter states (its futex word).
-/// Running: about to re-check, or spinning as first waiter.
-const W_WAITING: u32 = 0;
-/// Asleep (or about to sleep) in `FUTEX_WAIT`.
-const W_PARKED: u32 = 1;
-/// Woken by an unlocker; the waiter must re-check.
-const W_WOKEN: u32 = 2;
+// Waiter states (its futex word): running (about to re-check, or
+// spinning as first waiter), asleep, or woken by an unlocker (it must
+// re-check).
+use crate::waitlist::{W_PARKED, W_WAITING, W_WOKEN};
 
 /// A sleeping locker, on its own stack, linked into the wait list. The
 /// links are protected by `wait_lock`.

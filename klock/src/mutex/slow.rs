@@ -11,15 +11,15 @@ use super::{
 };
 use crate::events::{self, Event};
 use crate::oncpu;
+use crate::ownerspin::{OwnerSpin, SpinStop};
 use crate::spin::cpu_relax;
 use crate::spinadapt;
 use crate::sync::AtomicU32;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sys::{self, monotonic_ns};
 use crate::thread;
-use crate::waitlist::{futex_addr, wake_later, wake_pending, AbortOnUnwind, Links};
+use crate::waitlist::{futex_addr, park, wake_later, wake_pending, AbortOnUnwind, Links};
 use crate::waitlock::WaitLockRaw;
-use std::time::Duration;
 
 /// Polls of the owner word in [`RawMutexWith::quick_spin`] (~1 µs).
 const QUICK_SPINS: u32 = 32;
@@ -37,14 +37,6 @@ pub(super) fn spin_cap() -> u32 {
     } else {
         (sys::online_cpus().saturating_sub(1)).clamp(1, u32::MAX as usize) as u32
     }
-}
-
-/// Why optimistic spinning stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SpinFail {
-    OwnerSleeping,
-    Budget,
-    Yield,
 }
 
 impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
@@ -208,85 +200,35 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         slot: Option<&'static thread::ThreadSlot>,
         deadline: Option<u64>,
     ) -> bool {
-        let oracle = oncpu::oracle();
-
-        let budget = self.spin.budget_ns();
-        oracle.spin_begin();
-        let start = monotonic_ns();
-        let total_end = start.saturating_add(budget.saturating_mul(MAX_OWNER_BUDGETS));
-        let mut owner_end = start.saturating_add(budget);
-        let past_deadline = |now: u64| deadline.is_some_and(|d| now >= d);
+        let mut spin = OwnerSpin::begin(&self.spin, MAX_OWNER_BUDGETS, deadline);
 
         // Join the OSQ; give up while queued if the budget runs out or we
         // should yield.
         if let Some(slot) = slot {
-            let mut fail = SpinFail::Budget;
-            let mut n = 0u32;
-            let head = self.osq.lock_with(slot, || {
-                n = n.wrapping_add(1);
-                if !crate::spin::clock_due(n) {
-                    return false;
-                }
-                if oracle.should_yield() {
-                    fail = SpinFail::Yield;
-                    return true;
-                }
-                let now = monotonic_ns();
-                now >= owner_end || past_deadline(now)
-            });
-            if !head {
+            if !self.osq.lock_with(slot, || spin.queued_poll()) {
                 events::inc(Event::MutexOsqUnqueue);
                 #[cfg(loom)]
                 Probe::hit(&self.probe.osq_unqueues);
-                count_spin_fail(fail);
+                count_spin_fail(spin.queued_stop());
                 return false;
             }
         }
 
         // Spin on the owner.
-        let mut last_owner = usize::MAX;
-        let mut running = None;
-        let mut i = 0u32;
         let result = loop {
-            let w = self.owner.load(Relaxed);
-            let owner = w & OWNER_MASK;
-            if owner == 0 || owner == me {
+            let owner = self.owner.load(Relaxed) & OWNER_MASK;
+            let asked = if owner == 0 || owner == me {
                 // Free (or handed to us): try to take it. May fail when a
                 // hand-off reserves it or another thread was quicker.
                 if self.try_lock_slow(me, waiter) {
                     break Ok(());
                 }
-            } else if owner != last_owner {
-                if last_owner != usize::MAX {
-                    // The lock moved on: give the new owner a fresh budget.
-                    owner_end = monotonic_ns().saturating_add(budget).min(total_end);
-                }
-                last_owner = owner;
-                running = oracle.owner_running(tid_of(owner));
-                if running == Some(false) {
-                    break Err(SpinFail::OwnerSleeping);
-                }
-            }
-            i = i.wrapping_add(1);
-            if crate::spin::clock_due(i) {
-                if oracle.should_yield() {
-                    break Err(SpinFail::Yield);
-                }
-                if owner != 0 && owner != me {
-                    running = oracle.owner_running(tid_of(owner));
-                    if running == Some(false) {
-                        break Err(SpinFail::OwnerSleeping);
-                    }
-                }
-                let now = monotonic_ns();
-                if past_deadline(now) {
-                    break Err(SpinFail::Budget);
-                }
-                // An owner known to run may be spun on without a budget
-                // (the kernel's rule); otherwise the budget decides.
-                if running != Some(true) && now >= owner_end {
-                    break Err(SpinFail::Budget);
-                }
+                None
+            } else {
+                Some(tid_of(owner))
+            };
+            if let Err(stop) = spin.poll(asked) {
+                break Err(stop);
             }
             cpu_relax();
         };
@@ -295,15 +237,14 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         }
         match result {
             Ok(()) => {
-                self.spin
-                    .record_success(monotonic_ns().saturating_sub(start));
+                spin.succeeded(&self.spin);
                 events::inc(Event::MutexSpinSuccess);
                 #[cfg(loom)]
                 Probe::hit(&self.probe.spin_successes);
                 true
             }
-            Err(f) => {
-                count_spin_fail(f);
+            Err(stop) => {
+                count_spin_fail(stop);
                 false
             }
         }
@@ -384,7 +325,8 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             // SAFETY: we hold wait_lock.
             unsafe { self.wait_lock.unlock() };
 
-            if park(&waiter, deadline) {
+            if park(&waiter.state, None, deadline, false) {
+                events::inc(Event::MutexSleep);
                 #[cfg(loom)]
                 Probe::hit(&self.probe.sleeps);
             }
@@ -629,42 +571,10 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     }
 }
 
-/// Sleep on our futex word until woken or `deadline` passes. Returns
-/// whether we slept at all (false: already woken).
-fn park(w: &Waiter, deadline: Option<u64>) -> bool {
-    // W_WAITING -> W_PARKED; fails if an unlocker already woke us.
-    // Relaxed: what we need from the waker is re-read under wait_lock.
-    if w.state
-        .compare_exchange(W_WAITING, W_PARKED, Relaxed, Relaxed)
-        .is_err()
-    {
-        return false;
-    }
-    events::inc(Event::MutexSleep);
-    loop {
-        // Acquire pairs with the waker's Release swap to W_WOKEN.
-        if w.state.load(Acquire) != W_PARKED {
-            return true;
-        }
-        let timeout = match deadline {
-            None => None,
-            Some(d) => {
-                let now = monotonic_ns();
-                if now >= d {
-                    return true;
-                }
-                Some(Duration::from_nanos(d - now))
-            }
-        };
-        // Spurious returns are fine: we re-check the state.
-        sys::futex_wait(&w.state, W_PARKED, timeout);
-    }
-}
-
-fn count_spin_fail(f: SpinFail) {
-    events::inc(match f {
-        SpinFail::OwnerSleeping => Event::MutexSpinFailOwnerSleeping,
-        SpinFail::Budget => Event::MutexSpinFailBudget,
-        SpinFail::Yield => Event::MutexSpinFailYield,
+fn count_spin_fail(stop: SpinStop) {
+    events::inc(match stop {
+        SpinStop::OwnerSleeping => Event::MutexSpinFailOwnerSleeping,
+        SpinStop::Budget => Event::MutexSpinFailBudget,
+        SpinStop::Yield => Event::MutexSpinFailYield,
     });
 }

@@ -13,6 +13,7 @@ use super::{
 use super::{user_wait_ns, uses_lock_pi2};
 use crate::events::{self, Event};
 use crate::oncpu;
+use crate::ownerspin::{OwnerSpin, SpinStop};
 use crate::spin::cpu_relax;
 use crate::sync::Ordering::{AcqRel, Acquire, Relaxed, Release};
 #[cfg(not(loom))]
@@ -26,12 +27,9 @@ use std::time::Duration;
 enum SpinFail {
     /// A waiter queued in the kernel: we are no longer the top waiter.
     WaiterQueued,
-    /// The oracle says the owner is off CPU.
-    OwnerSleeping,
-    /// Time budget (or the caller's deadline) spent.
-    Budget,
-    /// The spinner should yield (migrated / preempted).
-    Yield,
+    /// The owner is off CPU, the budget or the deadline ran out, or the
+    /// spinner should yield.
+    Stopped(SpinStop),
 }
 
 impl<const SPIN: u8> RawRtMutexWith<SPIN> {
@@ -229,15 +227,8 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
         #[cfg(loom)]
         let _one = self.probe.enter_spin();
 
-        let oracle = oncpu::oracle();
-        let budget = self.spin.budget_ns();
-        oracle.spin_begin();
-        let start = monotonic_ns();
-        let hard_end = start.saturating_add(budget.saturating_mul(MAX_RUNNING_BUDGETS));
-        let mut owner_end = start.saturating_add(budget);
-        let mut last_owner = u32::MAX;
-        let mut running = None;
-        let mut i = 0u32;
+        let mut spin = OwnerSpin::begin(&self.spin, MAX_RUNNING_BUDGETS, deadline)
+            .with_hard_cap(MAX_RUNNING_BUDGETS);
         let result = loop {
             let w = self.word.load(Relaxed);
             let owner = w & TID_MASK;
@@ -255,37 +246,10 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
                 }
                 continue;
             }
-            if owner != last_owner {
-                if last_owner != u32::MAX {
-                    // The lock moved on: a fresh budget for the new owner.
-                    owner_end = monotonic_ns().saturating_add(budget).min(hard_end);
-                }
-                last_owner = owner;
-                running = oracle.owner_running(owner);
-                if running == Some(false) {
-                    break Err(SpinFail::OwnerSleeping);
-                }
-            }
-            i = i.wrapping_add(1);
-            if crate::spin::clock_due(i) {
-                if oracle.should_yield() {
-                    break Err(SpinFail::Yield);
-                }
-                if owner != 0 {
-                    running = oracle.owner_running(owner);
-                    if running == Some(false) {
-                        break Err(SpinFail::OwnerSleeping);
-                    }
-                }
-                let now = monotonic_ns();
-                if deadline.is_some_and(|d| now >= d) || now >= hard_end {
-                    break Err(SpinFail::Budget);
-                }
-                // An owner known to run may be spun on past the budget
-                // (up to hard_end); otherwise the budget decides.
-                if running != Some(true) && now >= owner_end {
-                    break Err(SpinFail::Budget);
-                }
+            // Every new owner gets a fresh budget, up to the hard cap; an
+            // owner known to run is spun on past its budget (up to the cap).
+            if let Err(stop) = spin.poll((owner != 0).then_some(owner)) {
+                break Err(SpinFail::Stopped(stop));
             }
             cpu_relax();
         };
@@ -297,8 +261,7 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
             Ok(()) => {
                 self.fail_streak
                     .store(0, core::sync::atomic::Ordering::Relaxed);
-                self.spin
-                    .record_success(monotonic_ns().saturating_sub(start));
+                spin.succeeded(&self.spin);
                 events::inc(Event::RtSpinSuccess);
                 #[cfg(loom)]
                 {
@@ -320,9 +283,9 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
                 );
                 events::inc(match f {
                     SpinFail::WaiterQueued => Event::RtSpinFailWaiterQueued,
-                    SpinFail::OwnerSleeping => Event::RtSpinFailOwnerSleeping,
-                    SpinFail::Budget => Event::RtSpinFailBudget,
-                    SpinFail::Yield => Event::RtSpinFailYield,
+                    SpinFail::Stopped(SpinStop::OwnerSleeping) => Event::RtSpinFailOwnerSleeping,
+                    SpinFail::Stopped(SpinStop::Budget) => Event::RtSpinFailBudget,
+                    SpinFail::Stopped(SpinStop::Yield) => Event::RtSpinFailYield,
                 });
                 #[cfg(loom)]
                 if f == SpinFail::WaiterQueued {

@@ -311,13 +311,9 @@ impl WriteGuard {
 /// Guard state of a read-locked [`RawRwSemWith`] (nothing). Not `Send`.
 pub type ReadGuard = lock_api::GuardNoSend;
 
-// Waiter states (its futex word).
-/// Running, or about to re-check.
-const W_WAITING: u32 = 0;
-/// Asleep (or about to sleep) in `FUTEX_WAIT`.
-const W_PARKED: u32 = 1;
-/// A writer woken to retry.
-const W_WOKEN: u32 = 2;
+// Waiter states (its futex word): running (or about to re-check), asleep,
+// a writer woken to retry, and the reader states below.
+use crate::waitlist::{W_PARKED, W_WAITING, W_WOKEN};
 /// A reader granted the lock (and unlinked) by a waker.
 const W_GRANTED: u32 = 3;
 /// A reader unlinked and woken by a waker to compete for the lock (not

@@ -11,6 +11,7 @@ use super::{
 };
 use crate::events::{self, Event};
 use crate::oncpu;
+use crate::ownerspin::{OwnerSpin, SpinStop};
 use crate::spin::cpu_relax;
 use crate::sync::Ordering::Relaxed;
 use crate::sys::monotonic_ns;
@@ -92,7 +93,6 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         queued: bool,
         deadline: Option<u64>,
     ) -> bool {
-        let oracle = oncpu::oracle();
         let slot = if queued {
             None
         } else {
@@ -106,37 +106,17 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         } else {
             RD_NONSPINNABLE
         };
-        let budget = self.spin.budget_ns();
-        oracle.spin_begin();
-        let start = monotonic_ns();
-        let total_end = start.saturating_add(budget.saturating_mul(MAX_OWNER_BUDGETS));
-        let mut owner_end = start.saturating_add(budget);
-        let past_deadline = |now: u64| deadline.is_some_and(|d| now >= d);
+        let mut spin = OwnerSpin::begin(&self.spin, MAX_OWNER_BUDGETS, deadline);
 
         if let Some(slot) = slot {
-            let mut n = 0u32;
-            let head = self.osq.lock_with(slot, || {
-                n = n.wrapping_add(1);
-                if !crate::spin::clock_due(n) {
-                    return false;
-                }
-                if oracle.should_yield() {
-                    return true;
-                }
-                let now = monotonic_ns();
-                now >= owner_end || past_deadline(now)
-            });
-            if !head {
+            if !self.osq.lock_with(slot, || spin.queued_poll()) {
                 events::inc(Event::RwsemOptFail);
                 return false;
             }
         }
 
-        let mut last_owner = usize::MAX;
-        let mut running = None;
         // Some(end) while a writer spins on a reader-owned lock.
         let mut reader_phase_end: Option<u64> = None;
-        let mut i = 0u32;
         let result = loop {
             let c = self.count.load(Relaxed);
             let o = self.owner.load(Relaxed);
@@ -154,8 +134,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             if got {
                 break Ok(());
             }
-            i = i.wrapping_add(1);
-            let due = crate::spin::clock_due(i);
+            let due = spin.tick();
             if c & WRITER_LOCKED != 0 {
                 reader_phase_end = None;
                 let owner = if o & READER_OWNED == 0 {
@@ -163,31 +142,11 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 } else {
                     0
                 };
-                if owner != 0 && owner != last_owner {
-                    if last_owner != usize::MAX {
-                        // The lock moved on: a fresh budget for the new owner.
-                        owner_end = monotonic_ns().saturating_add(budget).min(total_end);
-                    }
-                    last_owner = owner;
-                    running = oracle.owner_running(tid_of(owner));
-                    if running == Some(false) {
-                        break Err(SpinFail::NotSpinnable);
-                    }
-                }
-                if due {
-                    if oracle.should_yield() {
-                        break Err(SpinFail::Budget);
-                    }
-                    if owner != 0 {
-                        running = oracle.owner_running(tid_of(owner));
-                        if running == Some(false) {
-                            break Err(SpinFail::NotSpinnable);
-                        }
-                    }
-                    let now = monotonic_ns();
-                    if past_deadline(now) || (running != Some(true) && now >= owner_end) {
-                        break Err(SpinFail::Budget);
-                    }
+                let asked = (owner != 0).then(|| tid_of(owner));
+                match spin.poll_owner(asked, due) {
+                    Ok(()) => {}
+                    Err(SpinStop::OwnerSleeping) => break Err(SpinFail::NotSpinnable),
+                    Err(_) => break Err(SpinFail::Budget),
                 }
             } else if c & READER_MASK != 0 && role == Role::Writer {
                 if queued {
@@ -201,32 +160,24 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                         reader_phase_end =
                             Some(monotonic_ns().saturating_add(rspin_threshold_ns(readers_of(c))));
                     }
-                    Some(end) if due => {
-                        if oracle.should_yield() {
-                            break Err(SpinFail::Budget);
-                        }
-                        let now = monotonic_ns();
-                        if past_deadline(now) {
-                            break Err(SpinFail::Budget);
-                        }
-                        if now >= end {
+                    Some(end) if due => match spin.clock() {
+                        Err(_) => break Err(SpinFail::Budget),
+                        Ok(now) if now >= end => {
                             if self.set_nonspinnable() {
                                 events::inc(Event::RwsemOptNospin);
                             }
                             break Err(SpinFail::ReaderTimeout);
                         }
-                    }
+                        Ok(_) => {}
+                    },
                     Some(_) => {}
                 }
             } else if due {
                 // Free but another thread was quicker (or a reader probe
                 // lost a race): retry within the total budget.
-                if oracle.should_yield() {
-                    break Err(SpinFail::Budget);
-                }
-                let now = monotonic_ns();
-                if past_deadline(now) || now >= total_end {
-                    break Err(SpinFail::Budget);
+                match spin.clock() {
+                    Ok(now) if now < spin.total_end() => {}
+                    _ => break Err(SpinFail::Budget),
                 }
             }
             cpu_relax();
@@ -236,8 +187,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         }
         match result {
             Ok(()) => {
-                self.spin
-                    .record_success(monotonic_ns().saturating_sub(start));
+                spin.succeeded(&self.spin);
                 events::inc(Event::RwsemOptLock);
                 #[cfg(loom)]
                 Probe::hit(&self.probe.spin_successes);

@@ -6,15 +6,12 @@
 use super::Probe;
 use super::{
     reader_grant_ns, reader_wait_ns, wait_timeout_ns, RawRwSemWith, Role, Waiter, HANDOFF,
-    READER_MASK, WAITERS, WRITER_LOCKED, WRITER_WOKEN, W_PARKED, W_WAITING, W_WOKEN,
+    READER_MASK, WAITERS, WRITER_LOCKED, WRITER_WOKEN, W_PARKED, W_WOKEN,
 };
 use crate::events::{self, Event};
-use crate::sync::AtomicU32;
-use crate::sync::Ordering::{Acquire, Relaxed, Release};
-use crate::sys::{self, monotonic_ns};
-use crate::waitlist::{futex_addr, wake_later, wake_pending};
+use crate::sync::Ordering::{Relaxed, Release};
+use crate::waitlist::{futex_addr, park, wake_later, wake_pending};
 use crate::waitlock::WaitLockRaw;
-use std::time::Duration;
 
 impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, ADAPTIVE, W> {
     // ------------------------------------------------------------------
@@ -55,7 +52,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         #[cfg(loom)]
         Probe::hit(&self.probe.parking);
         let gate = (waiter.role == Role::Reader).then_some(&self.rgate);
-        let slept = park(waiter, gate, deadline);
+        let slept = park(&waiter.state, gate, deadline, true);
         #[cfg(loom)]
         self.probe
             .parking
@@ -180,56 +177,5 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     pub(super) unsafe fn list_remove(&self, w: *const Waiter) -> bool {
         // SAFETY: caller's contract.
         self.list.with_mut(|l| unsafe { (*l).remove(w) })
-    }
-}
-
-/// Sleep until `w`'s state leaves `W_PARKED` or `deadline` passes.
-/// Returns whether we slept at all. A writer sleeps on its state word; a
-/// reader on `gate`, the lock's `rgate`, which a grant bumps after marking
-/// its readers, so that one `FUTEX_WAKE` wakes them all.
-///
-/// Under loom an untimed waiter blocks in `loom::thread::park` (wakers
-/// unpark it through a cloned handle) instead of a futex wait, which loom
-/// models as a yield: two yielding waiters could otherwise be scheduled
-/// against each other forever while the waker stays preempted, which loom
-/// reports as a failure although no real schedule does that.
-fn park(w: &Waiter, gate: Option<&AtomicU32>, deadline: Option<u64>) -> bool {
-    // W_WAITING -> W_PARKED; fails if a waker already changed it.
-    if w.state
-        .compare_exchange(W_WAITING, W_PARKED, Relaxed, Relaxed)
-        .is_err()
-    {
-        return false;
-    }
-    loop {
-        // The gate before the state: if the state below still says
-        // parked, our grant's bump comes later and changes the gate from
-        // the value read here (Acquire pairs with the bump's Release:
-        // having seen a bump, we see the marks made before it).
-        let gate_now = gate.map(|g| (g, g.load(Acquire)));
-        // Acquire pairs with the waker's Release swap.
-        if w.state.load(Acquire) != W_PARKED {
-            return true;
-        }
-        let timeout = match deadline {
-            None => None,
-            Some(d) => {
-                let now = monotonic_ns();
-                if now >= d {
-                    return true;
-                }
-                Some(Duration::from_nanos(d - now))
-            }
-        };
-        #[cfg(loom)]
-        if timeout.is_none() {
-            loom::thread::park();
-            continue;
-        }
-        // Spurious returns are fine: we re-check the state.
-        match gate_now {
-            Some((word, seen)) => sys::futex_wait(word, seen, timeout),
-            None => sys::futex_wait(&w.state, W_PARKED, timeout),
-        };
     }
 }
