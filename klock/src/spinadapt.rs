@@ -157,6 +157,30 @@ impl SpinAdapt {
         }
     }
 
+    /// Whether the test is counting acquisitions (it was contended and has
+    /// not yet seen a whole run without contention).
+    #[inline]
+    pub fn counting(&self) -> bool {
+        self.active.load(Relaxed)
+    }
+
+    /// Start over as [`new`](Self::new) (for a test state that moves to
+    /// another lock). Relaxed stores: statistics, as everywhere here.
+    pub fn reset(&self) {
+        let fresh = Self::new();
+        self.count.store(0, Relaxed);
+        self.active.store(false, Relaxed);
+        self.seen.store(false, Relaxed);
+        self.spin.store(fresh.spin.load(Relaxed), Relaxed);
+        self.phase.store(RUN, Relaxed);
+        self.t0.store(0, Relaxed);
+        self.c0.store(0, Relaxed);
+        self.spin_rate.store(0, Relaxed);
+        self.nospin_rate.store(0, Relaxed);
+        self.run_ns.store(RUN_NS, Relaxed);
+        self.last.store(NONE, Relaxed);
+    }
+
     /// Whether contenders should spin now.
     #[inline]
     pub fn spin(&self) -> bool {

@@ -48,13 +48,13 @@ static void probe(void) {
       failures++;
     }
   }
-  /* And a call goes there: klock's owner word (tid << 3) at byte 0, where
+  /* And a call goes there: klock's owner word (tid << 4) at byte 0, where
    * glibc would keep 1. */
   pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
   CHECK_RC(pthread_mutex_lock(&m), 0);
   uint32_t w;
   memcpy(&w, &m, sizeof w);
-  CHECK(w == (uint32_t)tid() << 3);
+  CHECK(w == (uint32_t)tid() << 4);
   CHECK_RC(pthread_mutex_unlock(&m), 0);
   memcpy(&w, &m, sizeof w);
   CHECK(w == 0);

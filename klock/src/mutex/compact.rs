@@ -1,11 +1,13 @@
 //! The compact mutex, [`RawMutexCompact`]: the design of [`crate::mutex`]
 //! in 40 bytes.
 
-use super::{handoff_ns, owner_spin};
+use super::{compact_adapt, handoff_ns, owner_spin};
+use crate::events::{self, Event};
 use crate::oncpu::{self, SpinStats, MAX_OWNER_BUDGETS};
 use crate::osq::Osq;
 use crate::ownerspin::OwnerSpin;
 use crate::spin::cpu_relax;
+use crate::spinadapt::{self, Decision, SpinAdapt};
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sync::{AtomicU32, UnsafeCell};
 use crate::sys::monotonic_ns;
@@ -23,18 +25,29 @@ pub const C_WAITERS: u32 = 1 << 0;
 pub const C_HANDOFF: u32 = 1 << 1;
 /// Owner word: handed off; the named waiter has yet to pick it up.
 pub const C_PICKUP: u32 = 1 << 2;
+/// Owner word: the first waiter has been woken and has not yet gone back
+/// to sleep; an unlock need not wake it (set with `WAITERS` only).
+pub const C_WOKEN: u32 = 1 << 3;
 /// All flag bits.
-pub const C_FLAGS: u32 = C_WAITERS | C_HANDOFF | C_PICKUP;
+pub const C_FLAGS: u32 = C_WAITERS | C_HANDOFF | C_PICKUP | C_WOKEN;
+/// `WAITERS|WOKEN`: the flags a locker keeps when it takes the lock, and
+/// the ones an unlock may leave without a wake-up.
+const C_WW: u32 = C_WAITERS | C_WOKEN;
 /// The owner's tid sits above the flags.
-pub const C_OWNER_SHIFT: u32 = 3;
+pub const C_OWNER_SHIFT: u32 = 4;
 /// Bits of a Linux tid: it stays below `PID_MAX_LIMIT`, 2^22.
 const TID_BITS: u32 = 22;
-/// The owner field: bits 3..25.
+/// The owner field: bits 4..26.
 const OWNER_MASK: u32 = ((1 << TID_BITS) - 1) << C_OWNER_SHIFT;
-/// Bits 25..32: the fork generation the wait list was built in (low 7
+/// Owner word (bit 26): this lock's adaptive spin test is counting
+/// acquisitions ([`compact_adapt`](super::compact_adapt)). The fast paths'
+/// CAS from 0 fails while it is set, so every acquisition takes the slow
+/// path, where the new holder counts it.
+pub const C_COUNTING: u32 = 1 << (C_OWNER_SHIFT + TID_BITS);
+/// Bits 27..32: the fork generation the wait list was built in (low 5
 /// bits of [`FORK_GEN`]), set with `WAITERS` by the first waiter and
 /// cleared with it by the last.
-const GEN_SHIFT: u32 = C_OWNER_SHIFT + TID_BITS;
+const GEN_SHIFT: u32 = C_OWNER_SHIFT + TID_BITS + 1;
 const GEN_MASK: u32 = !0 << GEN_SHIFT;
 
 /// Forks this process is a child of, counted by
@@ -46,6 +59,14 @@ static FORK_GEN: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::
 #[inline]
 fn gen_bits() -> u32 {
     FORK_GEN.load(Relaxed) << GEN_SHIFT
+}
+
+/// Whether an unlock that left the flags `f` must take the slow path: a
+/// waiter is queued and either none is awake (`WAITERS` without `WOKEN`)
+/// or the first one demanded a hand-off.
+#[inline(always)]
+fn wake_due(f: u32) -> bool {
+    f & C_WAITERS != 0 && f & (C_WOKEN | C_HANDOFF) != C_WOKEN
 }
 
 /// Whether the owner word `w` describes a wait list built before this
@@ -79,14 +100,17 @@ impl Linked for Waiter {
 /// spin test's state. This form keeps the kernel design (an owner word
 /// naming the owner's tid, optimistic spinning while the owner runs, then
 /// a FIFO of sleepers each on its own futex word, and the hand-off that
-/// stops spinners from starving sleepers) and drops three userspace
-/// additions:
+/// stops spinners from starving sleepers) and the full mutex's `WOKEN` bit
+/// (an unlock wakes the first waiter only if it is not awake already). Two
+/// userspace additions differ:
 ///
-/// * the adaptive test ([`crate::spinadapt`]): a contender spins on a
-///   running owner whenever the global switch ([`crate::mutex::owner_spin`]) is
-///   on, as the kernel does ([`crate::mutex::OWNER_SPIN_FIXED`] semantics);
-/// * the `WOKEN` bit: every unlock that finds `WAITERS` takes `wait_lock`
-///   to mark the first waiter woken, even when it is awake already;
+/// * the adaptive test ([`crate::spinadapt`]) keeps its state in a table
+///   beside the locks (a few hundred slots, one cache line each), claimed
+///   when a lock is first contended and given up when its test stops
+///   counting; while it runs, the owner word carries `COUNTING` and every
+///   acquisition takes the slow path, which counts it. A lock whose slot is
+///   busy with another lock's test spins as the kernel does
+///   ([`crate::mutex::OWNER_SPIN_FIXED`] semantics);
 /// * the spinner seats: instead of counting spinners, a new locker spins
 ///   only if the OSQ is empty, so at most one new locker and the first
 ///   waiter spin on one lock (the seat limit on 2 CPUs is one).
@@ -97,9 +121,9 @@ impl Linked for Waiter {
 ///
 /// | bytes | field | |
 /// |---|---|---|
-/// | 0..4 | `owner` | `gen << 25 \| tid << 3 \| PICKUP \| HANDOFF \| WAITERS` |
+/// | 0..4 | `owner` | `gen << 27 \| COUNTING \| tid << 4 \| WOKEN \| PICKUP \| HANDOFF \| WAITERS` |
 /// | 4..8 | `osq` | tail of the optimistic spinners' queue |
-/// | 8..12 | `wait_lock` | protects `list` and the setting of `WAITERS`/`HANDOFF` |
+/// | 8..12 | `wait_lock` | protects `list` and the setting of `WAITERS`/`HANDOFF`/`WOKEN` |
 /// | 12..16 | `spin` | adaptive spin budget ([`SpinStats`]) |
 /// | 16..24 | `spare` | two words the lock never touches, for its embedder |
 /// | 24..40 | `list` | FIFO of sleeping waiters (head, tail) |
@@ -107,18 +131,23 @@ impl Linked for Waiter {
 /// The spare words sit where glibc keeps a mutex's kind (offset 16), so
 /// an embedder can leave glibc's static initializers' kind in place.
 ///
-/// A Linux tid is below 2^22 (`PID_MAX_LIMIT`), so `tid << 3` leaves the
-/// top 7 bits free: they hold the fork generation of the wait list
-/// ([`RawMutexCompact::forked`]).
+/// A Linux tid is below 2^22 (`PID_MAX_LIMIT`), so `tid << 4` leaves the
+/// top 6 bits free: `COUNTING`, and the fork generation of the wait list
+/// ([`RawMutexCompact::forked`]) in the 5 above it.
 ///
 /// # State transitions
 ///
-/// As in [`crate::mutex`] without `WOKEN`: fast lock `(0, -) -> (me, -)`; fast
-/// unlock `(me, F) -> (0, F)` by `fetch_sub`, then, with `WAITERS`, under
-/// `wait_lock` hand a `HANDOFF` lock to the first waiter `(0, HANDOFF|F)
-/// -> (W, PICKUP|WAITERS)` and mark it woken; the first waiter sets
-/// `HANDOFF` after [`crate::mutex::handoff_ns`]; the last waiter to leave clears
-/// `WAITERS|HANDOFF`. Orderings as argued in [`crate::mutex`]: acquiring CASes
+/// As in [`crate::mutex`]: fast lock `(0, -) -> (me, -)` (any flag left in
+/// a free word, `WAITERS|WOKEN` or `COUNTING`, sends it to the slow-path
+/// trylock `(0, F) -> (me, F & (WW|COUNTING))`); fast unlock `(me, F) ->
+/// (0, F)` by `fetch_sub`, then, with `WAITERS` but without `WOKEN`, or
+/// with `HANDOFF`, under `wait_lock` hand a `HANDOFF` lock to the first
+/// waiter `(0, HANDOFF|F) -> (W, PICKUP|WAITERS|WOKEN)` and mark it woken
+/// `(X, F) -> (X, F|WOKEN)`; the first waiter clears `WOKEN` under
+/// `wait_lock` before its last trylock ahead of sleeping, sets `HANDOFF`
+/// after [`crate::mutex::handoff_ns`], and clears `WOKEN` when it leaves
+/// with the lock (the next first waiter sleeps); the last waiter to leave
+/// clears `WAITERS|WOKEN|HANDOFF`. Orderings as argued in [`crate::mutex`]: acquiring CASes
 /// `Acquire`, releasing RMWs `Release`, flag RMWs `Relaxed` (ordered with
 /// the releases by the word's modification order, the list by
 /// `wait_lock`).
@@ -201,6 +230,17 @@ impl RawMutexCompact {
         self.owner_tid() == Some(tid)
     }
 
+    /// This lock's adaptive spin test ([`crate::spinadapt`]), while it runs
+    /// one: from its first contention until a whole run passes without
+    /// contention (its state lives in a table beside the locks, see
+    /// [`RawMutexCompact`]'s docs).
+    pub fn spin_test(&self) -> Option<&'static SpinAdapt> {
+        if self.owner.load(Relaxed) & C_COUNTING == 0 {
+            return None;
+        }
+        compact_adapt::find(self.addr())
+    }
+
     /// The raw owner word, for tests and debugging.
     #[doc(hidden)]
     pub fn word(&self) -> u32 {
@@ -223,12 +263,22 @@ impl RawMutexCompact {
         let me = tid << C_OWNER_SHIFT;
         // (0, -) -> (me, -). Acquire pairs with the previous owner's
         // Release unlock.
-        if self
-            .owner
-            .compare_exchange(0, me, Acquire, Relaxed)
-            .is_err()
-        {
-            self.lock_slow(me, None);
+        match self.owner.compare_exchange(0, me, Acquire, Relaxed) {
+            Ok(_) => {}
+            // Free, under its spin test: (0, COUNTING) -> (me, COUNTING),
+            // counted here rather than through the slow path. Acquire: as
+            // above.
+            Err(C_COUNTING)
+                if self
+                    .owner
+                    .compare_exchange(C_COUNTING, me | C_COUNTING, Acquire, Relaxed)
+                    .is_ok() =>
+            {
+                self.count_acquisition()
+            }
+            Err(_) => {
+                self.lock_slow(me, None);
+            }
         }
     }
 
@@ -237,11 +287,17 @@ impl RawMutexCompact {
     pub fn try_lock(&self) -> bool {
         let me = my_id();
         // Acquire: as in lock.
-        self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok()
-            || self.try_lock_slow(me, false)
+        if self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok() {
+            return true;
+        }
+        let got = self.try_lock_slow(me, false);
+        if got {
+            self.count_acquisition();
+        }
+        got
     }
 
-    /// Acquire the lock unless `deadline_ns` ([`sys::monotonic_ns`] time)
+    /// Acquire the lock unless `deadline_ns` ([`crate::sys::monotonic_ns`] time)
     /// passes first; `false` if it did (the caller then holds nothing and
     /// is in no queue).
     pub fn lock_until_ns(&self, deadline_ns: u64) -> bool {
@@ -273,7 +329,7 @@ impl RawMutexCompact {
         // owner (or the hand-off pick-up, which continues this release
         // sequence).
         let flags = self.owner.fetch_sub(me, Release).wrapping_sub(me);
-        if flags & C_WAITERS != 0 {
+        if wake_due(flags) {
             self.unlock_slow(flags);
         }
     }
@@ -295,7 +351,7 @@ impl RawMutexCompact {
                 .compare_exchange_weak(w, w & !OWNER_MASK, Release, Relaxed)
             {
                 Ok(_) => {
-                    if w & C_WAITERS != 0 {
+                    if wake_due(w) {
                         self.unlock_slow(w & !OWNER_MASK);
                     }
                     return true;
@@ -325,7 +381,7 @@ impl RawMutexCompact {
             // hand-off CAS continues its release sequence).
             match self.owner.compare_exchange_weak(
                 w,
-                me | (w & (C_WAITERS | GEN_MASK)),
+                me | (w & (C_WW | C_COUNTING | GEN_MASK)),
                 Acquire,
                 Relaxed,
             ) {
@@ -335,26 +391,93 @@ impl RawMutexCompact {
         }
     }
 
-    /// Whether a contender may spin now: the global switch and a second
-    /// CPU to run the owner.
+    /// Whether a contender may spin now: the global switch, a second CPU
+    /// to run the owner, and this lock's adaptive test, if it runs one.
     #[inline]
     fn may_spin(&self) -> bool {
-        owner_spin() && oncpu::spinning_useful()
+        owner_spin() && oncpu::spinning_useful() && self.spin_pays()
     }
 
+    /// The adaptive test's verdict, or `true` for a lock without a test.
+    #[inline]
+    fn spin_pays(&self) -> bool {
+        if self.owner.load(Relaxed) & C_COUNTING == 0 || !spinadapt::enabled() {
+            return true;
+        }
+        compact_adapt::find(self.addr()).is_none_or(|t| t.spin())
+    }
+
+    /// The lock's address, which names its test in the table.
+    #[inline]
+    fn addr(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// A locker found the lock taken: claim a test for it if it has none
+    /// (and the tests are on), and tell the test. Not under loom (the test
+    /// reads the clock; it only steers spinning).
+    fn adapt_contended(&self) {
+        if cfg!(loom) || !spinadapt::enabled() {
+            return;
+        }
+        if self.owner.load(Relaxed) & C_COUNTING != 0 {
+            if let Some(t) = compact_adapt::find(self.addr()) {
+                t.contended();
+            }
+        } else if let Some(t) = compact_adapt::claim(self.addr()) {
+            t.contended();
+            // Relaxed: a hint for the holders to count; the word's other
+            // bits are unchanged by this RMW.
+            self.owner.fetch_or(C_COUNTING, Relaxed);
+        }
+    }
+
+    /// Count an acquisition for the test; the caller has just taken the
+    /// lock. A lock whose test stopped counting, or whose slot another
+    /// lock took, clears its mark and is back on the fast paths.
+    #[inline]
+    fn count_acquisition(&self) {
+        if self.owner.load(Relaxed) & C_COUNTING == 0 {
+            return;
+        }
+        let still = match compact_adapt::find(self.addr()) {
+            Some(t) => {
+                if let Some(d) = t.on_unlock() {
+                    events::inc(match d {
+                        Decision::Spin => Event::MutexAdaptSpin,
+                        Decision::NoSpin => Event::MutexAdaptNoSpin,
+                    });
+                }
+                t.counting()
+            }
+            None => false,
+        };
+        if !still {
+            // Relaxed: as in adapt_contended.
+            self.owner.fetch_and(!C_COUNTING, Relaxed);
+        }
+    }
+
+    /// Every acquisition that is not the fast paths' CAS from 0: a lock
+    /// under its test (free, but marked `COUNTING`), or a contended one.
     #[cold]
     #[inline(never)]
     fn lock_slow(&self, me: u32, deadline: Option<u64>) -> bool {
         if self.try_lock_slow(me, false) {
+            self.count_acquisition();
             return true;
         }
-        if self.may_spin() && self.optimistic_spin(me, false, deadline) {
-            return true;
+        self.adapt_contended();
+        let got = (self.may_spin() && self.optimistic_spin(me, false, deadline))
+            || if is_stale(self.owner.load(Relaxed)) {
+                self.lock_polling(me, deadline)
+            } else {
+                self.lock_sleep(me, deadline)
+            };
+        if got {
+            self.count_acquisition();
         }
-        if is_stale(self.owner.load(Relaxed)) {
-            return self.lock_polling(me, deadline);
-        }
-        self.lock_sleep(me, deadline)
+        got
     }
 
     /// The slow path in a forked child, on a lock whose wait list was
@@ -471,8 +594,15 @@ impl RawMutexCompact {
                 self.owner.fetch_or(C_HANDOFF, Relaxed);
                 handoff_set = true;
             }
-            // Re-arm before the trylock: an unlock after it marks us woken
-            // under wait_lock, so after this store.
+            // Re-arm before the trylock: an unlock after the trylock will
+            // find WAITERS without WOKEN and mark us woken (under
+            // wait_lock, so after this). (X, F) -> (X, F & !WOKEN).
+            // Relaxed: the trylock below reads the word at or after this
+            // RMW, so an unlock that still saw WOKEN is one we see as
+            // released.
+            if first && self.owner.load(Relaxed) & C_WOKEN != 0 {
+                self.owner.fetch_and(!C_WOKEN, Relaxed);
+            }
             waiter.state.store(W_WAITING, Relaxed);
             if self.try_lock_slow(me, first) {
                 break true;
@@ -499,11 +629,15 @@ impl RawMutexCompact {
         let was_first = unsafe { self.list_head() } == wp;
         let mut woke = false;
         if unsafe { self.list_remove(wp) } {
-            // The last waiter left: (X, F) -> (X, F & PICKUP). Relaxed:
-            // both flags are only set under wait_lock.
+            // The last waiter left: (X, F) -> (X, F & (PICKUP|COUNTING)).
+            // Relaxed: the flags cleared are only set under wait_lock.
             self.owner
-                .fetch_and(!(C_WAITERS | C_HANDOFF | GEN_MASK), Relaxed);
-        } else if was_first && !acquired {
+                .fetch_and(!(C_WW | C_HANDOFF | GEN_MASK), Relaxed);
+        } else if was_first && acquired {
+            // The new first waiter sleeps: (X, F) -> (X, F & !WOKEN), so
+            // the next unlock wakes it. Relaxed: as above.
+            self.owner.fetch_and(!C_WOKEN, Relaxed);
+        } else if was_first {
             // Timed out as first waiter: the new first one may sleep
             // through an unlock that woke us; wake it.
             woke = self.mark_woken(unsafe { self.list_head() });
@@ -555,7 +689,7 @@ impl RawMutexCompact {
             // so the waiter's Acquire pick-up still pairs with that release.
             match self.owner.compare_exchange_weak(
                 w,
-                id | C_PICKUP | C_WAITERS | (w & GEN_MASK),
+                id | C_PICKUP | C_WW | (w & (C_COUNTING | GEN_MASK)),
                 Relaxed,
                 Relaxed,
             ) {
@@ -571,6 +705,12 @@ impl RawMutexCompact {
     fn mark_woken(&self, w: *const Waiter) -> bool {
         // SAFETY: linked, hence alive, under wait_lock.
         let w = unsafe { &*w };
+        // (X, F) -> (X, F|WOKEN). Relaxed: later unlockers that see it skip
+        // the wake-up, which is right from now on: the waiter re-checks the
+        // lock (clearing WOKEN under wait_lock first) before sleeping.
+        if self.owner.load(Relaxed) & C_WOKEN == 0 {
+            self.owner.fetch_or(C_WOKEN, Relaxed);
+        }
         // Release pairs with the waiter's Acquire load in park.
         if w.state.swap(W_WOKEN, Release) == W_PARKED {
             wake_later(futex_addr(&w.state));

@@ -149,6 +149,7 @@ use std::time::Duration;
 
 #[cfg(not(loom))]
 mod compact;
+mod compact_adapt;
 #[cfg(loom)]
 mod loom_probe;
 mod slow;
