@@ -140,9 +140,14 @@ pub struct RawMutexCompact {
     spin: SpinStats,
     spare: [AtomicU32; 2],
     list: UnsafeCell<WaitList<Waiter>>,
+    /// Loom only: the model's switches and counters (`compact_loom.rs`).
+    #[cfg(loom)]
+    loom: compact_loom::LoomState,
 }
 
+#[cfg(not(loom))]
 const _: () = assert!(core::mem::size_of::<RawMutexCompact>() == 40);
+#[cfg(not(loom))]
 const _: () = assert!(core::mem::offset_of!(RawMutexCompact, spare) == 16);
 
 // SAFETY: the list's pointers name waiters that stay alive while linked,
@@ -159,6 +164,7 @@ fn my_id() -> u32 {
 
 impl RawMutexCompact {
     /// An unlocked mutex (all-zero bytes).
+    #[cfg(not(loom))]
     pub const fn new() -> Self {
         Self {
             owner: AtomicU32::new(0),
@@ -272,6 +278,10 @@ impl RawMutexCompact {
     #[inline]
     pub unsafe fn unlock_as(&self, tid: u32) {
         let me = tid << C_OWNER_SHIFT;
+        #[cfg(loom)]
+        if self.loom_broken_unlock(me) {
+            return;
+        }
         // (me, F) -> (0, F). Release pairs with the Acquire CAS of the next
         // owner (or the hand-off pick-up, which continues this release
         // sequence).
@@ -342,6 +352,10 @@ impl RawMutexCompact {
     /// CPU to run the owner.
     #[inline]
     fn may_spin(&self) -> bool {
+        #[cfg(loom)]
+        if self.loom_no_spin() {
+            return false;
+        }
         owner_spin() && oncpu::spinning_useful()
     }
 
@@ -504,7 +518,8 @@ impl RawMutexCompact {
             if !first {
                 first = unsafe { self.list_head() } == wp;
             }
-            if first && !handoff_set && monotonic_ns().saturating_sub(start) >= handoff_ns() {
+            if first && !handoff_set && monotonic_ns().saturating_sub(start) >= self.handoff_bound()
+            {
                 // Relaxed: the unlocker reads it with its release RMW and
                 // then serialises with us on wait_lock.
                 self.owner.fetch_or(C_HANDOFF, Relaxed);
@@ -513,6 +528,10 @@ impl RawMutexCompact {
             // Re-arm before the trylock: an unlock after it marks us woken
             // under wait_lock, so after this store.
             waiter.state.store(W_WAITING, Relaxed);
+            #[cfg(loom)]
+            if self.loom_gives_up(deadline) {
+                break false;
+            }
             if self.try_lock_slow(me, first) {
                 break true;
             }
@@ -574,6 +593,8 @@ impl RawMutexCompact {
                 self.hand_over(head);
             }
             woke = self.mark_woken(head);
+            #[cfg(loom)]
+            self.loom_count_wake(woke);
         }
         // SAFETY: we hold wait_lock.
         unsafe { self.wait_lock.unlock() };
@@ -586,6 +607,10 @@ impl RawMutexCompact {
     /// `head` took the lock meanwhile (only it can take a free HANDOFF
     /// lock). Caller holds wait_lock.
     fn hand_over(&self, head: *const Waiter) {
+        #[cfg(loom)]
+        if self.loom_broken_hand_over() {
+            return;
+        }
         // SAFETY: linked waiters are alive (caller holds wait_lock).
         let id = unsafe { (*head).id };
         let mut w = self.owner.load(Relaxed);
@@ -598,7 +623,11 @@ impl RawMutexCompact {
                 Relaxed,
                 Relaxed,
             ) {
-                Ok(_) => return,
+                Ok(_) => {
+                    #[cfg(loom)]
+                    self.loom_count_hand_over();
+                    return;
+                }
                 Err(now) => w = now,
             }
         }
@@ -627,6 +656,13 @@ impl RawMutexCompact {
     /// it starts: a `pthread_atfork` child handler.
     pub fn forked() {
         FORK_GEN.fetch_add(1, Relaxed);
+    }
+
+    /// The hand-off bound: [`handoff_ns`] (under loom, the model's).
+    #[cfg(not(loom))]
+    #[inline]
+    fn handoff_bound(&self) -> u64 {
+        handoff_ns()
     }
 
     /// First waiter, or null. Caller holds wait_lock.
@@ -694,6 +730,12 @@ fn park(w: &Waiter, deadline: Option<u64>) {
     }
 }
 
-#[cfg(test)]
+#[cfg(loom)]
+#[path = "compact_loom.rs"]
+mod compact_loom;
+#[cfg(loom)]
+pub use compact_loom::{CompactBroken, CompactProbe};
+
+#[cfg(all(test, not(loom)))]
 #[path = "compact_tests.rs"]
 mod tests;

@@ -147,7 +147,6 @@ use core::sync::atomic::AtomicU64 as StdAtomicU64;
 #[cfg(not(loom))]
 use std::time::Duration;
 
-#[cfg(not(loom))]
 mod compact;
 #[cfg(loom)]
 mod loom_probe;
@@ -155,8 +154,9 @@ mod slow;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-#[cfg(not(loom))]
 pub use compact::RawMutexCompact;
+#[cfg(loom)]
+pub use compact::{CompactBroken, CompactProbe, C_HANDOFF};
 #[cfg(loom)]
 pub use loom_probe::Probe;
 
