@@ -88,6 +88,7 @@ fn every_klock_lock_succeeds() {
         "qspinlock-pl0",
         "mutex",
         "mutex-nospin",
+        "mutex-compact",
         "qrwlock",
         "rwsem",
         "rwsem-rspin",

@@ -8,6 +8,7 @@
 use super::peers::{BenchLock, TryBench};
 use super::raw::{Downgrade, RawInfo, RawM, RawRw, Timed};
 use klock::events::{snapshot, LockType};
+use std::time::Duration;
 
 impl<const PL: u32, const PV: bool> RawInfo for klock::RawQSpinLockWith<PL, PV> {
     /// Never sleeps on the native path; the paravirt path's sleeping is the
@@ -72,6 +73,55 @@ pub type RtNoSpin = RtMutexLock<{ klock::rtmutex::NO_RT_SPIN }>;
 /// `klock::RawRwSemWith<RSPIN, ADAPTIVE>` (the rw-semaphore).
 pub type RwSem<const RSPIN: u8, const ADAPTIVE: u8> =
     RawRw<klock::RawRwSemWith<RSPIN, ADAPTIVE>, Timed, Downgrade>;
+
+/// `klock::mutex::RawMutexCompact`: the mutex in 40 bytes, the one
+/// `klock-preload` puts inside a `pthread_mutex_t`. Driven as the preload
+/// drives it: by tid (looked up once per acquisition), with no guard.
+/// It counts no events.
+pub struct KMutexCompact(klock::mutex::RawMutexCompact);
+
+impl KMutexCompact {
+    /// Run `f` holding the lock, which `tid` (the caller) has just taken.
+    #[inline]
+    fn holding<T>(&self, tid: u32, f: impl FnOnce() -> T) -> T {
+        let r = f();
+        // SAFETY: `tid` is this thread's and holds the lock.
+        unsafe { self.0.unlock_as(tid) };
+        r
+    }
+}
+
+impl BenchLock for KMutexCompact {
+    fn new() -> Self {
+        Self(klock::mutex::RawMutexCompact::new())
+    }
+    #[inline]
+    fn write<T>(&self, f: impl FnOnce() -> T) -> T {
+        let tid = klock::thread::current_tid();
+        self.0.lock_as(tid);
+        self.holding(tid, f)
+    }
+}
+
+impl TryBench for KMutexCompact {
+    const TIMED: bool = true;
+
+    #[inline]
+    fn try_write<R, F: FnOnce() -> R>(&self, f: F) -> Result<R, F> {
+        if self.0.try_lock() {
+            Ok(self.holding(klock::thread::current_tid(), f))
+        } else {
+            Err(f)
+        }
+    }
+    fn try_write_for<R, F: FnOnce() -> R>(&self, d: Duration, f: F) -> Result<R, F> {
+        if self.0.lock_until_ns(klock::sys::deadline_after(d)) {
+            Ok(self.holding(klock::thread::current_tid(), f))
+        } else {
+            Err(f)
+        }
+    }
+}
 
 /// The (paravirt) queued spinlock, always unlocked with the 32-bit RMW,
 /// beside `qspinlock`, whose plain unlock is whichever of byte store and

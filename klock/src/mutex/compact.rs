@@ -166,9 +166,14 @@ pub struct RawMutexCompact {
     spin: SpinStats,
     spare: [AtomicU32; 2],
     list: UnsafeCell<WaitList<Waiter>>,
+    /// Loom only: the model's switches and counters (`compact_loom.rs`).
+    #[cfg(loom)]
+    loom: compact_loom::LoomState,
 }
 
+#[cfg(not(loom))]
 const _: () = assert!(core::mem::size_of::<RawMutexCompact>() == 40);
+#[cfg(not(loom))]
 const _: () = assert!(core::mem::offset_of!(RawMutexCompact, spare) == 16);
 
 // SAFETY: the list's pointers name waiters that stay alive while linked,
@@ -185,6 +190,7 @@ fn my_id() -> u32 {
 
 impl RawMutexCompact {
     /// An unlocked mutex (all-zero bytes).
+    #[cfg(not(loom))]
     pub const fn new() -> Self {
         Self {
             owner: AtomicU32::new(0),
@@ -325,6 +331,10 @@ impl RawMutexCompact {
     #[inline]
     pub unsafe fn unlock_as(&self, tid: u32) {
         let me = tid << C_OWNER_SHIFT;
+        #[cfg(loom)]
+        if self.loom_broken_unlock(me) {
+            return;
+        }
         // (me, F) -> (0, F). Release pairs with the Acquire CAS of the next
         // owner (or the hand-off pick-up, which continues this release
         // sequence).
@@ -395,6 +405,10 @@ impl RawMutexCompact {
     /// to run the owner, and this lock's adaptive test, if it runs one.
     #[inline]
     fn may_spin(&self) -> bool {
+        #[cfg(loom)]
+        if self.loom_no_spin() {
+            return false;
+        }
         owner_spin() && oncpu::spinning_useful() && self.spin_pays()
     }
 
@@ -588,7 +602,8 @@ impl RawMutexCompact {
             if !first {
                 first = unsafe { self.list_head() } == wp;
             }
-            if first && !handoff_set && monotonic_ns().saturating_sub(start) >= handoff_ns() {
+            if first && !handoff_set && monotonic_ns().saturating_sub(start) >= self.handoff_bound()
+            {
                 // Relaxed: the unlocker reads it with its release RMW and
                 // then serialises with us on wait_lock.
                 self.owner.fetch_or(C_HANDOFF, Relaxed);
@@ -600,10 +615,16 @@ impl RawMutexCompact {
             // Relaxed: the trylock below reads the word at or after this
             // RMW, so an unlock that still saw WOKEN is one we see as
             // released.
+            #[cfg(loom)]
+            let first = first && !self.loom_keeps_woken();
             if first && self.owner.load(Relaxed) & C_WOKEN != 0 {
                 self.owner.fetch_and(!C_WOKEN, Relaxed);
             }
             waiter.state.store(W_WAITING, Relaxed);
+            #[cfg(loom)]
+            if self.loom_gives_up(deadline) {
+                break false;
+            }
             if self.try_lock_slow(me, first) {
                 break true;
             }
@@ -669,6 +690,8 @@ impl RawMutexCompact {
                 self.hand_over(head);
             }
             woke = self.mark_woken(head);
+            #[cfg(loom)]
+            self.loom_count_wake(woke);
         }
         // SAFETY: we hold wait_lock.
         unsafe { self.wait_lock.unlock() };
@@ -681,6 +704,10 @@ impl RawMutexCompact {
     /// `head` took the lock meanwhile (only it can take a free HANDOFF
     /// lock). Caller holds wait_lock.
     fn hand_over(&self, head: *const Waiter) {
+        #[cfg(loom)]
+        if self.loom_broken_hand_over() {
+            return;
+        }
         // SAFETY: linked waiters are alive (caller holds wait_lock).
         let id = unsafe { (*head).id };
         let mut w = self.owner.load(Relaxed);
@@ -693,7 +720,11 @@ impl RawMutexCompact {
                 Relaxed,
                 Relaxed,
             ) {
-                Ok(_) => return,
+                Ok(_) => {
+                    #[cfg(loom)]
+                    self.loom_count_hand_over();
+                    return;
+                }
                 Err(now) => w = now,
             }
         }
@@ -728,6 +759,13 @@ impl RawMutexCompact {
     /// it starts: a `pthread_atfork` child handler.
     pub fn forked() {
         FORK_GEN.fetch_add(1, Relaxed);
+    }
+
+    /// The hand-off bound: [`handoff_ns`] (under loom, the model's).
+    #[cfg(not(loom))]
+    #[inline]
+    fn handoff_bound(&self) -> u64 {
+        handoff_ns()
     }
 
     /// First waiter, or null. Caller holds wait_lock.
@@ -765,6 +803,12 @@ impl core::fmt::Debug for RawMutexCompact {
     }
 }
 
-#[cfg(test)]
+#[cfg(loom)]
+#[path = "compact_loom.rs"]
+mod compact_loom;
+#[cfg(loom)]
+pub use compact_loom::{CompactBroken, CompactProbe};
+
+#[cfg(all(test, not(loom)))]
 #[path = "compact_tests.rs"]
 mod tests;

@@ -147,7 +147,6 @@ use core::sync::atomic::AtomicU64 as StdAtomicU64;
 #[cfg(not(loom))]
 use std::time::Duration;
 
-#[cfg(not(loom))]
 mod compact;
 mod compact_adapt;
 #[cfg(loom)]
@@ -156,8 +155,9 @@ mod slow;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-#[cfg(not(loom))]
 pub use compact::RawMutexCompact;
+#[cfg(loom)]
+pub use compact::{CompactBroken, CompactProbe, C_HANDOFF};
 #[cfg(loom)]
 pub use loom_probe::Probe;
 
