@@ -305,15 +305,18 @@ fn broken_unlock_without_wake_is_caught() {
 /// before it, and the waiter sleeps again.
 #[test]
 fn broken_keep_woken_is_caught() {
-    let msg = rejected("loom should have found the wake-up skipped for WOKEN", || {
-        model(
-            &[Part::Lock(0), Part::Lock(1), Part::Lock(1)],
-            Setup {
-                broken: CompactBroken::KeepWoken,
-                ..SLEEP
-            },
-        );
-    });
+    let msg = rejected(
+        "loom should have found the wake-up skipped for WOKEN",
+        || {
+            model(
+                &[Part::Lock(0), Part::Lock(1), Part::Lock(1)],
+                Setup {
+                    broken: CompactBroken::KeepWoken,
+                    ..SLEEP
+                },
+            );
+        },
+    );
     assert!(is_hang(&msg), "failed for another reason: {msg}");
 }
 

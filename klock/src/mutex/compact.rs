@@ -616,8 +616,10 @@ impl RawMutexCompact {
             // RMW, so an unlock that still saw WOKEN is one we see as
             // released.
             #[cfg(loom)]
-            let first = first && !self.loom_keeps_woken();
-            if first && self.owner.load(Relaxed) & C_WOKEN != 0 {
+            let clears_woken = first && !self.loom_keeps_woken();
+            #[cfg(not(loom))]
+            let clears_woken = first;
+            if clears_woken && self.owner.load(Relaxed) & C_WOKEN != 0 {
                 self.owner.fetch_and(!C_WOKEN, Relaxed);
             }
             waiter.state.store(W_WAITING, Relaxed);
