@@ -75,11 +75,19 @@ struct Row {
     /// The row is claimed and `site` written (`Release`, read with
     /// `Acquire` at exit).
     ready: AtomicBool,
-    // Second line: contended acquisitions and the report only.
+    // Second line: contended acquisitions, the shortest hold, and the
+    // report.
+    /// Shortest exclusive hold (clock units; 0: none yet).
+    hold_min: AtomicU64,
     /// First return address outside this library, when first locked.
     site: AtomicUsize,
     contended: AtomicU64,
+    /// Contended acquisitions by another thread than the last holder
+    /// (the kernel's con-bounces).
+    con_bounces: AtomicU64,
     wait_total: AtomicU64,
+    /// Shortest contended wait (clock units; 0: none yet).
+    wait_min: AtomicU64,
     wait_max: AtomicU64,
 }
 
@@ -92,10 +100,13 @@ impl Row {
             site: AtomicUsize::new(0),
             locked: AtomicU64::new(0),
             contended: AtomicU64::new(0),
+            con_bounces: AtomicU64::new(0),
             changed: AtomicU64::new(0),
             last: AtomicU32::new(0),
             wait_total: AtomicU64::new(0),
+            wait_min: AtomicU64::new(0),
             wait_max: AtomicU64::new(0),
+            hold_min: AtomicU64::new(0),
             hold_start: AtomicU64::new(0),
             holds: AtomicU64::new(0),
             hold_total: AtomicU64::new(0),
@@ -285,14 +296,22 @@ pub fn acquired(addr: usize, kind: Kind, wait: Option<u64>, exclusive: bool) {
         // We hold the lock alone: plain updates (see `Row`).
         let add = |c: &AtomicU64, v: u64| c.store(c.load(Relaxed).wrapping_add(v), Relaxed);
         add(&r.locked, 1);
+        let moved = r.last.load(Relaxed) != me;
         if let Some(w) = wait {
             add(&r.contended, 1);
             add(&r.wait_total, w);
             if w > r.wait_max.load(Relaxed) {
                 r.wait_max.store(w, Relaxed);
             }
+            let min = r.wait_min.load(Relaxed);
+            if min == 0 || w < min {
+                r.wait_min.store(w.max(1), Relaxed);
+            }
+            if moved {
+                add(&r.con_bounces, 1);
+            }
         }
-        if r.last.load(Relaxed) != me {
+        if moved {
             r.last.store(me, Relaxed);
             add(&r.changed, 1);
         }
@@ -300,13 +319,21 @@ pub fn acquired(addr: usize, kind: Kind, wait: Option<u64>, exclusive: bool) {
         return;
     }
     r.locked.fetch_add(1, Relaxed);
+    let moved = r.last.load(Relaxed) != me && r.last.swap(me, Relaxed) != me;
+    if moved {
+        r.changed.fetch_add(1, Relaxed);
+    }
     if let Some(w) = wait {
         r.contended.fetch_add(1, Relaxed);
         r.wait_total.fetch_add(w, Relaxed);
         r.wait_max.fetch_max(w, Relaxed);
-    }
-    if r.last.load(Relaxed) != me && r.last.swap(me, Relaxed) != me {
-        r.changed.fetch_add(1, Relaxed);
+        // 0 means "none yet": fetch_min would keep it.
+        let _ = r
+            .wait_min
+            .fetch_update(Relaxed, Relaxed, |m| (m == 0 || w < m).then_some(w.max(1)));
+        if moved {
+            r.con_bounces.fetch_add(1, Relaxed);
+        }
     }
 }
 
@@ -326,6 +353,10 @@ pub fn releasing_exclusive(addr: usize, kind: Kind) {
     if h > r.hold_max.load(Relaxed) {
         r.hold_max.store(h, Relaxed);
     }
+    let min = r.hold_min.load(Relaxed);
+    if min == 0 || h < min {
+        r.hold_min.store(h.max(1), Relaxed);
+    }
 }
 
 /// A snapshot of one row, in ns.
@@ -335,10 +366,13 @@ struct Line {
     locked: u64,
     changed: u64,
     contended: u64,
+    con_bounces: u64,
     wait_total: f64,
+    wait_min: f64,
     wait_max: f64,
     holds: u64,
     hold_total: f64,
+    hold_min: f64,
     hold_max: f64,
 }
 
@@ -368,10 +402,13 @@ pub(crate) fn report() {
             locked: r.locked.load(Relaxed),
             changed: r.changed.load(Relaxed),
             contended: r.contended.load(Relaxed),
+            con_bounces: r.con_bounces.load(Relaxed),
             wait_total: r.wait_total.load(Relaxed) as f64 * ns_per_unit,
+            wait_min: r.wait_min.load(Relaxed) as f64 * ns_per_unit,
             wait_max: r.wait_max.load(Relaxed) as f64 * ns_per_unit,
             holds: r.holds.load(Relaxed),
             hold_total: r.hold_total.load(Relaxed) as f64 * ns_per_unit,
+            hold_min: r.hold_min.load(Relaxed) as f64 * ns_per_unit,
             hold_max: r.hold_max.load(Relaxed) as f64 * ns_per_unit,
         })
         .collect();
@@ -438,6 +475,7 @@ pub(crate) fn report() {
             describe(l.site)
         ));
     }
+    out.push_str(&kernel_layout(&lines[..lines.len().min(top)]));
     let untracked = t.untracked.load(Relaxed);
     if untracked > 0 {
         out.push_str(&format!(
@@ -451,6 +489,46 @@ pub(crate) fn report() {
         ));
     }
     let _ = std::io::stderr().write_all(out.as_bytes());
+}
+
+/// The same locks in the kernel's `/proc/lock_stat` layout (the one `klock
+/// stat` prints for Rust programs), each named by its type and its rank in
+/// the table above. A lock's read and write acquisitions are counted
+/// together, on one line; hold times are those of exclusive holds.
+fn kernel_layout(lines: &[Line]) -> String {
+    use klock::lockstat::{ClassStats, Report, SideStats};
+    let ns = |v: f64| v.round() as u64;
+    let classes = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| ClassStats {
+            name: format!("{} {}", Kind::name(l.kind), i + 1),
+            write: SideStats {
+                acquisitions: l.locked,
+                acq_bounces: l.changed,
+                contentions: l.contended,
+                con_bounces: l.con_bounces,
+                rejects: 0,
+                wait_min_ns: ns(l.wait_min),
+                wait_max_ns: ns(l.wait_max),
+                wait_total_ns: ns(l.wait_total),
+                hold_min_ns: ns(l.hold_min),
+                hold_max_ns: ns(l.hold_max),
+                hold_total_ns: ns(l.hold_total),
+            },
+            read: SideStats::default(),
+            sites: Vec::new(),
+            elapsed_ns: 0,
+        })
+        .collect();
+    let report = Report {
+        classes,
+        cpus: klock::sys::online_cpus(),
+    };
+    format!(
+        "\nklock: the same locks in the kernel's lock_stat layout (times in us)\n{}",
+        report.proc_lock_stat()
+    )
 }
 
 /// `function+0xoff (object)` for a return address, or `object+0xoff`

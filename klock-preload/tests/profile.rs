@@ -75,6 +75,21 @@ fn profile_names_the_hot_lock_first() {
             .unwrap_or_else(|| panic!("no {kind} row: {err}"));
         assert_eq!(row[2], per_16, "{kind}: {err}");
     }
+    // The kernel's lock_stat layout follows, the same locks in the same
+    // order: the hot mutex's line has its acquisitions and contentions.
+    assert!(err.contains("lock_stat version 0.4"), "{err}");
+    let ks: Vec<&str> = err
+        .lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with("mutex 1:"))
+        .unwrap_or_else(|| panic!("no lock_stat line for the hot mutex: {err}"))
+        .split_whitespace()
+        .collect();
+    // class name (2 words), con-bounces, contentions, waittime-min/max/
+    // total/avg, acq-bounces, acquisitions, holdtime-...
+    assert_eq!(ks[3], first[4], "contentions: {err}");
+    assert_eq!(ks[8], first[3], "acq-bounces are the owner changes: {err}");
+    assert_eq!(ks[9], first[2], "acquisitions: {err}");
 }
 
 #[test]
