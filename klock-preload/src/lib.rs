@@ -28,7 +28,7 @@
 #![allow(non_camel_case_types)]
 
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 mod cond;
@@ -89,16 +89,33 @@ pub extern "C" fn klock_preload_refused() -> u64 {
 
 /// Registered with `pthread_atfork` at load ([`REGISTER_ATFORK`]), so it
 /// runs in a forked child before the program's own child handlers (they
-/// run in the order registered): the compact mutexes forget wait lists
-/// whose waiters stayed in the parent.
+/// run in the order registered): klock learns the child thread's tid, and
+/// the compact mutexes forget wait lists whose waiters stayed in the
+/// parent.
+/// Registered with `pthread_atfork` as the prepare handler: finish
+/// klock's one-time set-ups (the CPU count, the oracle's choice, the spin
+/// budget's calibration, settings read from the environment) before the
+/// fork, in the forking thread. One of them half done by another thread
+/// at the fork would stay half done in the child, and the child's first
+/// contended lock would wait for it for ever. Each runs once per process:
+/// later forks find them done.
+unsafe extern "C" fn before_fork() {
+    let _ = klock::sys::online_cpus();
+    let _ = klock::oncpu::oracle();
+    let _ = klock::oncpu::base_spin_ns();
+    let _ = klock::rwsem::reader_wait_ns();
+}
+
 unsafe extern "C" fn after_fork_in_child() {
+    klock::thread::after_fork_in_child();
     klock::mutex::RawMutexCompact::forked();
 }
 
 extern "C" fn register_atfork() {
     // SAFETY: a handler that stays valid for the life of the process (the
     // library is never unloaded while preloaded).
-    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    unsafe { libc::pthread_atfork(Some(before_fork), None, Some(after_fork_in_child)) };
+    check_tcb_tid();
 }
 
 /// Runs [`register_atfork`] when the dynamic linker initialises the
@@ -126,9 +143,54 @@ fn guarded(f: impl FnOnce() -> c_int) -> c_int {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(libc::ENOTRECOVERABLE)
 }
 
-/// The calling thread's tid (cached by klock).
+/// Where glibc keeps a thread's tid: this many bytes past the thread
+/// pointer (`%fs`), in its thread descriptor (x86-64; glibc's own
+/// errorcheck and recursive mutexes read it there). Checked at load
+/// ([`check_tcb_tid`]); used only if the check passed.
+const GLIBC_TID_OFFSET: usize = 0x2d0;
+
+/// The check passed: [`me`] reads the tid from glibc's thread descriptor.
+static TCB_TID: AtomicBool = AtomicBool::new(false);
+
+/// The 4 bytes at [`GLIBC_TID_OFFSET`] from the thread pointer.
+#[inline(always)]
+fn tcb_tid() -> u32 {
+    let tid: u32;
+    // SAFETY: on x86-64 Linux with glibc, %fs points at the calling
+    // thread's descriptor, which is larger than the offset; a read only.
+    unsafe {
+        core::arch::asm!(
+            "mov {0:e}, dword ptr fs:[{1}]",
+            out(reg) tid,
+            const GLIBC_TID_OFFSET,
+            options(nostack, readonly, preserves_flags)
+        )
+    };
+    tid
+}
+
+/// At load, in the main thread: does glibc's thread descriptor hold our
+/// tid where [`tcb_tid`] reads it? Another C library, or a glibc that
+/// moved the field, fails the check and keeps klock's own cached tid.
+fn check_tcb_tid() {
+    let tid = rustix::thread::gettid().as_raw_nonzero().get() as u32;
+    // Relaxed: set before the program's main (the dynamic linker runs the
+    // constructors before any thread of the program starts).
+    TCB_TID.store(tcb_tid() == tid, Relaxed);
+}
+
+/// The calling thread's tid: from glibc's thread descriptor (a load at a
+/// fixed offset from `%fs`, where a thread-local of this shared library
+/// would cost a `__tls_get_addr` call; and right in a forked child, where
+/// glibc updates it), else klock's cached copy.
 #[inline]
 fn me() -> u32 {
+    if TCB_TID.load(Relaxed) {
+        let tid = tcb_tid();
+        if tid != 0 {
+            return tid;
+        }
+    }
     klock::thread::current_tid()
 }
 

@@ -117,7 +117,8 @@ pub(crate) unsafe fn release_for_wait(m: *mut pthread_mutex_t) -> Result<Release
             Err(rc)
         };
     }
-    if !r.held_by_me() {
+    let tid = crate::me();
+    if !r.held_by(tid) {
         return Err(libc::EPERM);
     }
     let d = depth(r).load(Relaxed);
@@ -126,7 +127,7 @@ pub(crate) unsafe fn release_for_wait(m: *mut pthread_mutex_t) -> Result<Release
         stat::releasing_exclusive(m as usize, Kind::Mutex);
     }
     // SAFETY: we hold it.
-    unsafe { r.unlock() };
+    unsafe { r.unlock_as(tid) };
     Ok(Released::Klock(d))
 }
 
@@ -255,7 +256,7 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
                         stat::lock_exclusive(
                             m as usize,
                             Kind::Mutex,
-                            || r.try_lock(),
+                            || r.try_lock_as(tid),
                             || {
                                 r.lock_as(tid);
                                 true
@@ -282,18 +283,19 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
 /// Lock a klock mutex, through the profile when it is on.
 #[inline]
 fn lock(addr: usize, r: &RawMutexCompact) {
+    let tid = crate::me();
     if stat::on() {
         stat::lock_exclusive(
             addr,
             Kind::Mutex,
-            || r.try_lock(),
+            || r.try_lock_as(tid),
             || {
-                r.lock();
+                r.lock_as(tid);
                 true
             },
         );
     } else {
-        r.lock();
+        r.lock_as(tid);
     }
 }
 
@@ -316,10 +318,11 @@ pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int
             // SAFETY: glibc's mutex, passed on.
             return unsafe { real!(pthread_mutex_trylock: fn(*mut pthread_mutex_t) -> c_int)(m) };
         }
-        if k & TYPE_MASK == RECURSIVE && r.held_by_me() {
+        let tid = crate::me();
+        if k & TYPE_MASK == RECURSIVE && r.held_by(tid) {
             return relock(r);
         }
-        if r.try_lock() {
+        if r.try_lock_as(tid) {
             if stat::on() {
                 stat::acquired(m as usize, Kind::Mutex, None, true);
             }
@@ -337,14 +340,15 @@ fn timedlock(r: &RawMutexCompact, clock: libc::clockid_t, ts: *const timespec) -
         Ok(left) => left,
         Err(e) => return e,
     };
+    let tid = crate::me();
     match kind(r) & TYPE_MASK {
-        RECURSIVE if r.held_by_me() => return relock(r),
-        ERRORCHECK if r.held_by_me() => return libc::EDEADLK,
+        RECURSIVE if r.held_by(tid) => return relock(r),
+        ERRORCHECK if r.held_by(tid) => return libc::EDEADLK,
         _ => {}
     }
     let addr = r as *const RawMutexCompact as usize;
     let got = if left.is_zero() {
-        let got = r.try_lock();
+        let got = r.try_lock_as(tid);
         if got && stat::on() {
             stat::acquired(addr, Kind::Mutex, None, true);
         }
@@ -355,11 +359,11 @@ fn timedlock(r: &RawMutexCompact, clock: libc::clockid_t, ts: *const timespec) -
             stat::lock_exclusive(
                 addr,
                 Kind::Mutex,
-                || r.try_lock(),
-                || r.lock_until_ns(deadline),
+                || r.try_lock_as(tid),
+                || r.lock_until_ns_as(tid, deadline),
             )
         } else {
-            r.lock_until_ns(deadline)
+            r.lock_until_ns_as(tid, deadline)
         }
     };
     if got {
@@ -466,13 +470,19 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
                 }
             }
             _ => {
-                // Normal and adaptive: release it whoever holds it, as
-                // glibc does; this also needs no tid (no thread-local
-                // access) for the usual unlock by the holder.
+                // Normal and adaptive: the holder's unlock is one RMW;
+                // another thread's releases it all the same, as glibc
+                // does.
                 if stat::on() {
                     stat::releasing_exclusive(m as usize, Kind::Mutex);
                 }
-                r.unlock_any();
+                let tid = crate::me();
+                if r.held_by(tid) {
+                    // SAFETY: we hold it.
+                    unsafe { r.unlock_as(tid) };
+                } else {
+                    r.unlock_any();
+                }
                 0
             }
         }

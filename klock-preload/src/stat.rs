@@ -291,7 +291,7 @@ pub fn lock_shared(
 /// not contended, else how long it waited, in clock units).
 pub fn acquired(addr: usize, kind: Kind, wait: Option<u64>, exclusive: bool) {
     let Some(r) = row(addr, kind) else { return };
-    let me = klock::thread::current_tid();
+    let me = crate::me();
     if exclusive {
         // We hold the lock alone: plain updates (see `Row`).
         let add = |c: &AtomicU64, v: u64| c.store(c.load(Relaxed).wrapping_add(v), Relaxed);

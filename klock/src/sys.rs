@@ -123,9 +123,21 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// Number of CPUs this process may run on (cached after the first call).
+/// The cache is a plain atomic, not a lock-protected one-time cell:
+/// threads that race on the first call each compute the same answer, and
+/// a fork in the middle of the first call leaves the child nothing half
+/// done to wait for.
 pub fn online_cpus() -> usize {
-    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    static CPUS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+    // Relaxed: the count publishes nothing else.
+    match CPUS.load(core::sync::atomic::Ordering::Relaxed) {
+        0 => {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            CPUS.store(n, core::sync::atomic::Ordering::Relaxed);
+            n
+        }
+        n => n,
+    }
 }
 
 #[cfg(all(test, not(loom)))]

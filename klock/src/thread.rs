@@ -154,12 +154,14 @@ mod imp {
 
     pub struct Ctx {
         pub slot: Option<&'static ThreadSlot>,
-        pub tid: u32,
+        /// The thread's tid; rewritten only in a forked child
+        /// ([`after_fork_in_child`](super::after_fork_in_child)).
+        pub tid: core::cell::Cell<u32>,
     }
 
     impl Drop for Ctx {
         fn drop(&mut self) {
-            super::hooks::run_exit(self.tid);
+            super::hooks::run_exit(self.tid.get());
             if let Some(s) = self.slot {
                 s.tid.store(0, Ordering::Relaxed);
                 s.mcs_depth.store(0, Ordering::Relaxed);
@@ -178,8 +180,12 @@ mod imp {
                 s.tid.store(tid, Ordering::SeqCst);
             }
             super::hooks::run_start(tid);
-            Ctx { slot, tid }
+            CTX_MADE.set(true);
+            Ctx { slot, tid: core::cell::Cell::new(tid) }
         };
+        /// `CTX` exists on this thread (so that a fork handler can update
+        /// it without creating it, which takes the index list's lock).
+        pub static CTX_MADE: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
     }
 
     /// Highest thread index handed out so far.
@@ -332,17 +338,19 @@ pub fn current_index() -> Option<u32> {
     current().map(|s| s.index)
 }
 
+// The cached tid: a const-initialised, destructor-free thread-local, so
+// one TLS load on the locks' fast paths, with no lazy-init state to check
+// (the full per-thread context `CTX` has both).
+#[cfg(not(loom))]
+std::thread_local! {
+    static TID: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+}
+
 /// The calling thread's kernel tid, cached.
 #[inline]
 pub fn current_tid() -> u32 {
     #[cfg(not(loom))]
     {
-        // A const-initialised, destructor-free thread-local: one TLS load
-        // on the locks' fast paths, with no lazy-init state to check (the
-        // full per-thread context `CTX` has both).
-        std::thread_local! {
-            static TID: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
-        }
         let tid = TID.get();
         if tid != 0 {
             return tid;
@@ -362,10 +370,38 @@ pub fn current_tid() -> u32 {
 #[inline(never)]
 fn current_tid_slow(cache: &'static std::thread::LocalKey<core::cell::Cell<u32>>) -> u32 {
     let tid = imp::CTX
-        .try_with(|c| c.tid)
+        .try_with(|c| c.tid.get())
         .unwrap_or_else(|_| crate::sys::gettid_uncached());
     cache.set(tid);
     tid
+}
+
+/// Call in a just-forked child, on the thread that forked (a
+/// `pthread_atfork` child handler), before it takes a klock lock: the
+/// child is a new thread with a new tid, while the cached tid, the one in
+/// the thread's context and the one in its slot are the parent thread's.
+/// Without this the child's locks would name a thread of the parent as
+/// their owner, a tid the kernel may later give to a new thread of the
+/// child. The thread keeps its index and queue nodes (the child's copy of
+/// the slot table has them).
+#[cfg(not(loom))]
+pub fn after_fork_in_child() {
+    let tid = crate::sys::gettid_uncached();
+    let _ = TID.try_with(|c| {
+        if c.get() != 0 {
+            c.set(tid);
+        }
+    });
+    if !imp::CTX_MADE.try_with(|m| m.get()).unwrap_or(false) {
+        return;
+    }
+    let _ = imp::CTX.try_with(|c| {
+        c.tid.set(tid);
+        if let Some(s) = c.slot {
+            // Relaxed: only this thread exists in the child yet.
+            s.tid.store(tid, core::sync::atomic::Ordering::Relaxed);
+        }
+    });
 }
 
 #[cfg(all(test, not(loom)))]

@@ -172,7 +172,17 @@ static void fork_multithreaded(void) {
       if (pthread_mutex_trylock(&f_mutex)) _exit(3);
       pthread_mutex_unlock(&f_mutex);
       if (pthread_rwlock_wrlock(&f_rw)) _exit(4);
+      /* The child's thread has a tid of its own, and the locks know it:
+       * a second write lock is its own deadlock (not a wait on a thread
+       * of the parent), and a mutex names it as owner. */
+      if (pthread_rwlock_wrlock(&f_rw) != EDEADLK) _exit(7);
       pthread_rwlock_unlock(&f_rw);
+      pthread_mutex_t own = PTHREAD_MUTEX_INITIALIZER;
+      pthread_mutex_lock(&own);
+      uint32_t w;
+      memcpy(&w, &own, sizeof w);
+      if (w != (uint32_t)tid() << 4) _exit(8);
+      pthread_mutex_unlock(&own);
       pthread_t c[4];
       for (int i = 0; i < 4; i++)
         if (pthread_create(&c[i], NULL, child_thread, NULL)) _exit(5);

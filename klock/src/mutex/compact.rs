@@ -182,12 +182,6 @@ unsafe impl Send for RawMutexCompact {}
 // SAFETY: as above.
 unsafe impl Sync for RawMutexCompact {}
 
-/// The identity the calling thread writes into the owner word.
-#[inline(always)]
-fn my_id() -> u32 {
-    thread::current_tid() << C_OWNER_SHIFT
-}
-
 impl RawMutexCompact {
     /// An unlocked mutex (all-zero bytes).
     #[cfg(not(loom))]
@@ -291,7 +285,14 @@ impl RawMutexCompact {
     /// Take the lock if it is free and not reserved for a starving waiter.
     #[inline]
     pub fn try_lock(&self) -> bool {
-        let me = my_id();
+        self.try_lock_as(thread::current_tid())
+    }
+
+    /// [`try_lock`](Self::try_lock) by a caller that has its tid at hand
+    /// (see [`lock_as`](Self::lock_as)).
+    #[inline]
+    pub fn try_lock_as(&self, tid: u32) -> bool {
+        let me = tid << C_OWNER_SHIFT;
         // Acquire: as in lock.
         if self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok() {
             return true;
@@ -307,7 +308,13 @@ impl RawMutexCompact {
     /// passes first; `false` if it did (the caller then holds nothing and
     /// is in no queue).
     pub fn lock_until_ns(&self, deadline_ns: u64) -> bool {
-        let me = my_id();
+        self.lock_until_ns_as(thread::current_tid(), deadline_ns)
+    }
+
+    /// [`lock_until_ns`](Self::lock_until_ns) by a caller that has its tid
+    /// at hand (see [`lock_as`](Self::lock_as)).
+    pub fn lock_until_ns_as(&self, tid: u32, deadline_ns: u64) -> bool {
+        let me = tid << C_OWNER_SHIFT;
         // Acquire: as in lock.
         self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok()
             || self.lock_slow(me, Some(deadline_ns))
