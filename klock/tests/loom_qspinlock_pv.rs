@@ -17,13 +17,17 @@
 //! once, or a hand-over that does not publish, is a data race loom reports.
 #![cfg(loom)]
 
+#[path = "support/loom.rs"]
+mod support;
+
 use klock::qspinlock::broken::{
     BlindUnlock, DropDeferredKick, KickBeforeBaton, SleepOnPlainOwner, StealIgnoresPending,
 };
 use klock::qspinlock::{Probe, RawQSpinLockWith};
-use loom::cell::UnsafeCell;
 use loom::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::any::type_name;
+use std::sync::atomic::Ordering::Relaxed;
+use support::{builder, bump, check, join_all, probe_coverage, read, spawn_parts, Data};
 
 /// Small pending hand-over wait (the bounded wait is still modelled).
 const PL: u32 = 2;
@@ -107,51 +111,19 @@ model_lock_for_broken!(StealIgnoresPending);
 model_lock_for_broken!(SleepOnPlainOwner);
 model_lock_for_broken!(DropDeferredKick);
 
-/// Totals of the probe counters over all executions of one model.
-#[derive(Debug, Default)]
-struct Coverage {
-    executions: AtomicU32,
-    steals: AtomicU32,
-    pending_taken: AtomicU32,
-    pending_timeouts: AtomicU32,
-    queued_behind: AtomicU32,
-    node_sleeps: AtomicU32,
-    head_sleeps: AtomicU32,
-    head_yields: AtomicU32,
-    head_reserves: AtomicU32,
-    kicks_unlock: AtomicU32,
-    kicks_wake: AtomicU32,
-    handoffs: AtomicU32,
-}
-
-impl Coverage {
-    fn add(&self, p: &Probe) {
-        self.executions.fetch_add(1, Relaxed);
-        for (total, c) in [
-            (&self.steals, &p.steals),
-            (&self.pending_taken, &p.pending_taken),
-            (&self.pending_timeouts, &p.pending_timeouts),
-            (&self.queued_behind, &p.queued_behind),
-            (&self.node_sleeps, &p.node_sleeps),
-            (&self.head_sleeps, &p.head_sleeps),
-            (&self.head_yields, &p.head_yields),
-            (&self.head_reserves, &p.head_reserves),
-            (&self.kicks_unlock, &p.kicks_unlock),
-            (&self.kicks_wake, &p.kicks_wake),
-            (&self.handoffs, &p.handoffs),
-        ] {
-            total.fetch_add(c.load(Relaxed), Relaxed);
-        }
-    }
-}
-
-fn builder() -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
-    }
-    b
-}
+probe_coverage!(Probe {
+    steals,
+    pending_taken,
+    pending_timeouts,
+    queued_behind,
+    node_sleeps,
+    head_sleeps,
+    head_yields,
+    head_reserves,
+    kicks_unlock,
+    kicks_wake,
+    handoffs,
+});
 
 /// Models with two waiters besides the main thread explore the schedules
 /// without preemption: every spin iteration of the paravirt path yields
@@ -165,24 +137,19 @@ fn builder_for(waiters: usize) -> loom::model::Builder {
     b
 }
 
-fn add_one(data: &UnsafeCell<u32>) {
-    let v = data.with(|p| unsafe { *p });
-    data.with_mut(|p| unsafe { *p = v + 1 });
-}
-
-fn lock_add_unlock<L: ModelLock>(lock: &L, data: &UnsafeCell<u32>, rounds: u32) {
+fn lock_add_unlock<L: ModelLock>(lock: &L, data: &Data, rounds: u32) {
     for _ in 0..rounds {
         lock.lock();
-        add_one(data);
+        bump(data);
         unsafe { lock.unlock() };
     }
 }
 
 /// [`lock_add_unlock`] through the token pair, as `lock_api` locks.
-fn lock_add_unlock_lazy<L: ModelLock>(lock: &L, data: &UnsafeCell<u32>, rounds: u32) {
+fn lock_add_unlock_lazy<L: ModelLock>(lock: &L, data: &Data, rounds: u32) {
     for _ in 0..rounds {
         let token = lock.lock_lazy();
-        add_one(data);
+        bump(data);
         unsafe { lock.unlock_lazy(token) };
     }
 }
@@ -245,81 +212,54 @@ fn held_model_relock<L: ModelLock>(
     relock: bool,
     lazy: bool,
 ) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder_for(waiters).check(move || {
-        let lock = Arc::new(L::create());
-        let data = Arc::new(UnsafeCell::new(0u32));
-        if slow_owner {
-            lock.lock_as_slow_owner();
-        } else {
-            lock.lock();
-        }
-        let handles: Vec<_> = (0..waiters)
-            .map(|_| {
-                let (lock, data) = (lock.clone(), data.clone());
-                loom::thread::spawn(move || {
-                    if lazy {
-                        lock_add_unlock_lazy(&*lock, &data, 1)
-                    } else {
-                        lock_add_unlock(&*lock, &data, 1)
-                    }
-                })
-            })
-            .collect();
-        add_one(&data);
-        while !hold(lock.probe()) {
-            loom::thread::yield_now();
-        }
-        unsafe { lock.unlock() };
-        if relock {
-            lock_add_unlock(&*lock, &data, 1);
-        }
-        for h in handles {
-            h.join().unwrap();
-        }
-        assert_eq!(
-            data.with(|p| unsafe { *p }),
-            waiters as u32 + 1 + relock as u32
-        );
-        c.add(lock.probe());
-    });
-    eprintln!("{} coverage: {cov:?}", std::any::type_name::<L>());
-    cov
+    let once: fn(&L, &Data, u32) = if lazy {
+        lock_add_unlock_lazy
+    } else {
+        lock_add_unlock
+    };
+    check(
+        builder_for(waiters),
+        type_name::<L>(),
+        move |c: &Coverage| {
+            let lock = Arc::new(L::create());
+            let data = Arc::new(Data::new(0));
+            if slow_owner {
+                lock.lock_as_slow_owner();
+            } else {
+                lock.lock();
+            }
+            let handles = spawn_parts(&lock, &data, &vec![1; waiters], once);
+            bump(&data);
+            while !hold(lock.probe()) {
+                loom::thread::yield_now();
+            }
+            unsafe { lock.unlock() };
+            if relock {
+                lock_add_unlock(&*lock, &data, 1);
+            }
+            join_all(handles);
+            assert_eq!(read(&data), waiters as u32 + 1 + relock as u32);
+            c.add(lock.probe());
+        },
+    )
 }
 
 /// Threads racing from the start, `rounds` acquisitions each.
 fn race_model<L: ModelLock>(rounds: &[u32]) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
     let rounds = rounds.to_vec();
-    builder().check(move || {
+    check(builder(), type_name::<L>(), move |c: &Coverage| {
         let lock = Arc::new(L::create());
-        let data = Arc::new(UnsafeCell::new(0u32));
-        let handles: Vec<_> = rounds[1..]
-            .iter()
-            .map(|&r| {
-                let (lock, data) = (lock.clone(), data.clone());
-                loom::thread::spawn(move || lock_add_unlock(&*lock, &data, r))
-            })
-            .collect();
+        let data = Arc::new(Data::new(0));
+        let handles = spawn_parts(&lock, &data, &rounds[1..], lock_add_unlock);
         lock_add_unlock(&*lock, &data, rounds[0]);
-        for h in handles {
-            h.join().unwrap();
-        }
-        assert_eq!(data.with(|p| unsafe { *p }), rounds.iter().sum::<u32>());
+        join_all(handles);
+        assert_eq!(read(&data), rounds.iter().sum::<u32>());
         c.add(lock.probe());
-    });
-    eprintln!("{} coverage: {cov:?}", std::any::type_name::<L>());
-    cov
+    })
 }
 
 fn expect_model_failure(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
-    let err = std::panic::catch_unwind(f).expect_err("loom should have found the bug");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
+    support::expect_failure("loom should have found the bug", f)
 }
 
 // --- the correct lock ------------------------------------------------------
