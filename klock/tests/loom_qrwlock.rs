@@ -35,29 +35,10 @@ trait ModelRw: Send + Sync + 'static {
     fn inner(&self) -> &RawQRwLock;
 }
 
-impl ModelRw for RawQRwLock {
-    fn create() -> Self {
-        Self::new()
-    }
-    fn read(&self) {
-        self.raw_read_lock()
-    }
-    unsafe fn read_unlock(&self) {
-        unsafe { self.raw_read_unlock() }
-    }
-    fn write(&self) {
-        self.raw_write_lock()
-    }
-    unsafe fn write_unlock(&self) {
-        unsafe { self.raw_write_unlock() }
-    }
-    fn inner(&self) -> &RawQRwLock {
-        self
-    }
-}
-
-macro_rules! model_for_broken {
-    ($t:ident) => {
+/// `ModelRw` for a lock type; `|l| inner` names the `RawQRwLock` within
+/// the lock `l`.
+macro_rules! model_rw {
+    ($t:ty, |$l:ident| $inner:expr) => {
         impl ModelRw for $t {
             fn create() -> Self {
                 Self::new()
@@ -75,14 +56,16 @@ macro_rules! model_for_broken {
                 unsafe { self.raw_write_unlock() }
             }
             fn inner(&self) -> &RawQRwLock {
-                &self.0
+                let $l = self;
+                $inner
             }
         }
     };
 }
-model_for_broken!(NoDrain);
-model_for_broken!(IgnoreWaiting);
-model_for_broken!(NoWake);
+model_rw!(RawQRwLock, |l| l);
+model_rw!(NoDrain, |l| &l.0);
+model_rw!(IgnoreWaiting, |l| &l.0);
+model_rw!(NoWake, |l| &l.0);
 
 probe_coverage!(Probe {
     reader_queued,
@@ -155,8 +138,12 @@ fn exclusion_model_with<L: ModelRw>(
     })
 }
 
-fn expect_model_failure(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
-    support::expect_failure("loom should have found the bug", f)
+/// Runs `f` expecting it to panic (the model found a bug); prints the
+/// panic message after `label` and returns it.
+fn expect_model_failure(label: &str, f: impl FnOnce() + std::panic::UnwindSafe) -> String {
+    let msg = support::expect_failure("loom should have found the bug", f);
+    eprintln!("{label}: {msg}");
+    msg
 }
 
 /// Scaffolding: wait until the word satisfies `pred`
@@ -256,10 +243,9 @@ fn waiting_writer_blocks_new_readers() {
 /// passes on the correct lock (`writer_and_reader_exclude`).
 #[test]
 fn broken_no_drain_is_caught() {
-    let msg = expect_model_failure(|| {
+    let msg = expect_model_failure("loom caught the no-drain writer", || {
         exclusion_model::<NoDrain>(&[Part::W, Part::R]);
     });
-    eprintln!("loom caught the no-drain writer: {msg}");
     assert!(
         msg.contains("Causality violation") || msg.contains("assertion"),
         "failed for another reason: {msg}"
@@ -270,10 +256,9 @@ fn broken_no_drain_is_caught() {
 /// value. The identical model passes on the correct lock.
 #[test]
 fn broken_ignore_waiting_is_caught() {
-    let msg = expect_model_failure(|| {
+    let msg = expect_model_failure("loom caught readers overtaking a waiting writer", || {
         waiting_writer_model::<IgnoreWaiting>();
     });
-    eprintln!("loom caught readers overtaking a waiting writer: {msg}");
     assert!(
         msg.contains("overtook the waiting writer"),
         "failed for another reason: {msg}"
@@ -330,12 +315,10 @@ fn writer_behind_a_reader_sleeps_and_is_woken() {
 /// wake-ups.
 #[test]
 fn broken_no_wake_is_caught() {
-    let msg = expect_model_failure(|| {
+    expect_model_failure("no wake (reader sleeps)", || {
         sleeper_model::<NoWake>(true);
     });
-    eprintln!("no wake (reader sleeps): {msg}");
-    let msg = expect_model_failure(|| {
+    expect_model_failure("no wake (writer sleeps)", || {
         sleeper_model::<NoWake>(false);
     });
-    eprintln!("no wake (writer sleeps): {msg}");
 }

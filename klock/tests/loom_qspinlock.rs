@@ -48,33 +48,11 @@ trait ModelLock: Send + Sync + 'static {
     fn word_newest(&self) -> u32;
 }
 
-impl<const N: u32> ModelLock for RawQSpinLockWith<N, false> {
-    fn create() -> Self {
-        Self::new()
-    }
-    fn lock(&self) {
-        self.raw_lock()
-    }
-    unsafe fn unlock(&self) {
-        unsafe { self.raw_unlock() }
-    }
-    fn probe(&self) -> &Probe {
-        RawQSpinLockWith::probe(self)
-    }
-    fn lock_after_observing(&self, val: u32) {
-        self.raw_lock_after_observing(val)
-    }
-    fn word(&self) -> u32 {
-        RawQSpinLockWith::word(self)
-    }
-    fn word_newest(&self) -> u32 {
-        RawQSpinLockWith::word_newest(self)
-    }
-}
-
-macro_rules! model_lock_for_broken {
-    ($t:ident) => {
-        impl<const N: u32> ModelLock for $t<N> {
+/// `ModelLock` for a lock type generic over `N`; `|l| inner` names the
+/// `RawQSpinLockWith` within the lock `l` (its probe and word).
+macro_rules! model_lock {
+    ($t:ty, |$l:ident| $inner:expr) => {
+        impl<const N: u32> ModelLock for $t {
             fn create() -> Self {
                 Self::new()
             }
@@ -85,22 +63,26 @@ macro_rules! model_lock_for_broken {
                 unsafe { self.raw_unlock() }
             }
             fn probe(&self) -> &Probe {
-                self.0.probe()
+                let $l = self;
+                RawQSpinLockWith::probe($inner)
             }
             fn lock_after_observing(&self, val: u32) {
                 self.raw_lock_after_observing(val)
             }
             fn word(&self) -> u32 {
-                self.0.word()
+                let $l = self;
+                RawQSpinLockWith::word($inner)
             }
             fn word_newest(&self) -> u32 {
-                self.0.word_newest()
+                let $l = self;
+                RawQSpinLockWith::word_newest($inner)
             }
         }
     };
 }
-model_lock_for_broken!(RelaxedHandoff);
-model_lock_for_broken!(UndoPendingRetry);
+model_lock!(RawQSpinLockWith<N, false>, |l| l);
+model_lock!(RelaxedHandoff<N>, |l| &l.0);
+model_lock!(UndoPendingRetry<N>, |l| &l.0);
 
 probe_coverage!(Probe {
     pending_taken,
@@ -163,10 +145,12 @@ fn model<L: ModelLock>(parts: &[Part]) -> std::sync::Arc<Coverage> {
     })
 }
 
-/// Runs `f` expecting it to panic (the model found a bug); returns the
-/// panic message.
-fn expect_model_failure(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
-    support::expect_failure("loom should have found the bug", f)
+/// Runs `f` expecting it to panic (the model found a bug); prints the
+/// panic message after `label` and returns it.
+fn expect_model_failure(label: &str, f: impl FnOnce() + std::panic::UnwindSafe) -> String {
+    let msg = support::expect_failure("loom should have found the bug", f);
+    eprintln!("{label}: {msg}");
+    msg
 }
 
 // --- the correct lock ------------------------------------------------------
@@ -309,10 +293,9 @@ fn no_node_fallback() {
 /// count check sees the lost update).
 #[test]
 fn broken_relaxed_handoff_is_caught() {
-    let msg = expect_model_failure(|| {
+    let msg = expect_model_failure("loom caught the Relaxed hand-off", || {
         model::<RelaxedHandoff<PL>>(&[part(2), part(1), part(1)]);
     });
-    eprintln!("loom caught the Relaxed hand-off: {msg}");
     assert!(
         msg.contains("Causality violation") || msg.contains("assertion"),
         "failed for another reason: {msg}"
@@ -333,10 +316,9 @@ fn broken_relaxed_handoff_is_caught() {
 /// second demonstration, not the only one.
 #[test]
 fn broken_undo_pending_retry_is_caught() {
-    let msg = expect_model_failure(|| {
+    let msg = expect_model_failure("loom caught undo-and-retry", || {
         n00_race_model::<UndoPendingRetry<PL>>();
     });
-    eprintln!("loom caught undo-and-retry: {msg}");
     assert!(
         msg.contains("maximum number of branches"),
         "failed for another reason: {msg}"

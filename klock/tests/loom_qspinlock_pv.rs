@@ -54,33 +54,11 @@ trait ModelLock: Send + Sync + 'static {
 /// meets a pending waiter's reservation with no re-reads in between.
 type Pv0 = RawQSpinLockWith<0, true>;
 
-impl<const N: u32> ModelLock for RawQSpinLockWith<N, true> {
-    fn create() -> Self {
-        Self::new()
-    }
-    fn lock(&self) {
-        self.raw_lock()
-    }
-    unsafe fn unlock(&self) {
-        unsafe { self.raw_unlock() }
-    }
-    fn lock_lazy(&self) -> usize {
-        self.raw_lock_token()
-    }
-    unsafe fn unlock_lazy(&self, token: usize) {
-        unsafe { self.raw_unlock_token(token) }
-    }
-    fn lock_as_slow_owner(&self) {
-        self.raw_lock_as_slow_owner()
-    }
-    fn probe(&self) -> &Probe {
-        RawQSpinLockWith::probe(self)
-    }
-}
-
-macro_rules! model_lock_for_broken {
-    ($t:ident) => {
-        impl<const N: u32> ModelLock for $t<N> {
+/// `ModelLock` for a lock type generic over `N`; `|l| inner` names the
+/// `RawQSpinLockWith` within the lock `l` (its probe, its slow-path lock).
+macro_rules! model_lock {
+    ($t:ty, |$l:ident| $inner:expr) => {
+        impl<const N: u32> ModelLock for $t {
             fn create() -> Self {
                 Self::new()
             }
@@ -97,19 +75,22 @@ macro_rules! model_lock_for_broken {
                 unsafe { self.raw_unlock_token(token) }
             }
             fn lock_as_slow_owner(&self) {
-                self.0.raw_lock_as_slow_owner()
+                let $l = self;
+                RawQSpinLockWith::raw_lock_as_slow_owner($inner)
             }
             fn probe(&self) -> &Probe {
-                self.0.probe()
+                let $l = self;
+                RawQSpinLockWith::probe($inner)
             }
         }
     };
 }
-model_lock_for_broken!(BlindUnlock);
-model_lock_for_broken!(KickBeforeBaton);
-model_lock_for_broken!(StealIgnoresPending);
-model_lock_for_broken!(SleepOnPlainOwner);
-model_lock_for_broken!(DropDeferredKick);
+model_lock!(RawQSpinLockWith<N, true>, |l| l);
+model_lock!(BlindUnlock<N>, |l| &l.0);
+model_lock!(KickBeforeBaton<N>, |l| &l.0);
+model_lock!(StealIgnoresPending<N>, |l| &l.0);
+model_lock!(SleepOnPlainOwner<N>, |l| &l.0);
+model_lock!(DropDeferredKick<N>, |l| &l.0);
 
 probe_coverage!(Probe {
     steals,
@@ -258,8 +239,12 @@ fn race_model<L: ModelLock>(rounds: &[u32]) -> std::sync::Arc<Coverage> {
     })
 }
 
-fn expect_model_failure(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
-    support::expect_failure("loom should have found the bug", f)
+/// Runs `f` expecting it to panic (the model found a bug); prints the
+/// panic message after `label` and returns it.
+fn expect_model_failure(label: &str, f: impl FnOnce() + std::panic::UnwindSafe) -> String {
+    let msg = support::expect_failure("loom should have found the bug", f);
+    eprintln!("{label}: {msg}");
+    msg
 }
 
 // --- the correct lock ------------------------------------------------------
@@ -347,10 +332,9 @@ fn unlock_races_a_head_behind_a_fast_path_owner() {
 /// forever.
 #[test]
 fn broken_blind_unlock_is_caught() {
-    let msg = expect_model_failure(|| {
+    expect_model_failure("blind unlock", || {
         held_model::<BlindUnlock<PL>>(1, true, head_slept);
     });
-    eprintln!("blind unlock: {msg}");
 }
 
 /// A baton pass that looks at the successor before storing the baton: a
@@ -358,20 +342,18 @@ fn broken_blind_unlock_is_caught() {
 /// between a waiter going to sleep and the thread that must wake it).
 #[test]
 fn broken_kick_before_baton_is_caught() {
-    let msg = expect_model_failure(|| {
+    expect_model_failure("kick before baton", || {
         held_model::<KickBeforeBaton<PL>>(2, true, second_queued);
     });
-    eprintln!("kick before baton: {msg}");
 }
 
 /// An unlock that forgets the successor its lazy baton pass left asleep:
 /// that successor sleeps forever.
 #[test]
 fn broken_drop_deferred_kick_is_caught() {
-    let msg = expect_model_failure(|| {
+    expect_model_failure("drop deferred kick", || {
         held_model_lazy::<DropDeferredKick<PL>>(2, true, node_slept);
     });
-    eprintln!("drop deferred kick: {msg}");
 }
 
 /// A head that sleeps on a fast-path owner: that owner's unlock reads its
@@ -379,10 +361,9 @@ fn broken_drop_deferred_kick_is_caught() {
 /// is never woken.
 #[test]
 fn broken_sleep_on_plain_owner_is_caught() {
-    let msg = expect_model_failure(|| {
+    expect_model_failure("sleep on plain owner", || {
         held_model::<SleepOnPlainOwner<PL>>(1, false, waiter_queued);
     });
-    eprintln!("sleep on plain owner: {msg}");
 }
 
 /// A steal that ignores the pending bit overtakes the thread that holds
@@ -391,12 +372,11 @@ fn broken_sleep_on_plain_owner_is_caught() {
 /// holds pending.
 #[test]
 fn broken_steal_past_pending_is_caught() {
-    let msg = expect_model_failure(|| {
+    let msg = expect_model_failure("steal past pending", || {
         held_model_relock::<StealIgnoresPending<0>>(1, true, pending_held, true, false);
     });
     assert!(
         msg.contains("overtook") || msg.contains("deadlock"),
         "{msg}"
     );
-    eprintln!("steal past pending: {msg}");
 }

@@ -152,6 +152,20 @@ fn expect_failure(what: &str, f: impl FnOnce() + std::panic::UnwindSafe) {
     eprintln!("broken variant rejected: {msg}");
 }
 
+/// Yields until `n` waiters are queued (and off `wait_lock`).
+fn wait_parking<const R: u8, const A: u8>(l: &Lock<R, A>, n: u32) {
+    while l.waiters_parking() < n {
+        loom::thread::yield_now();
+    }
+}
+
+/// Read-locks, says so in `flag`, unlocks.
+fn flag_reader<const R: u8, const A: u8>(l: &Lock<R, A>, flag: &AtomicBool, _: ()) {
+    let _r = l.raw_lock_shared();
+    flag.store(true, Relaxed);
+    unsafe { l.raw_unlock_shared() };
+}
+
 // ---------------------------------------------------------------------------
 // Exclusion.
 
@@ -375,14 +389,11 @@ fn handoff_model<const R: u8>(broken_mode: u8, read_back: bool) -> std::sync::Ar
         l.set_loom_wait_timeout_ns(0);
         let got = Arc::new(AtomicBool::new(false));
         let g = l.raw_lock_exclusive();
-        let w = {
-            let (l, got) = (l.clone(), got.clone());
-            loom::thread::spawn(move || {
-                let g = l.raw_lock_exclusive();
-                got.store(true, Relaxed);
-                unsafe { l.raw_unlock_exclusive(g) };
-            })
-        };
+        let w = spawn_part(&l, &got, (), |l: &Lock<R, OFF>, got: &AtomicBool, ()| {
+            let g = l.raw_lock_exclusive();
+            got.store(true, Relaxed);
+            unsafe { l.raw_unlock_exclusive(g) };
+        });
         // Hold the lock until the waiter has queued and demanded it
         // (HANDOFF, once set, stays set while we hold the lock).
         while l.count_word() & HANDOFF == 0 {
@@ -432,19 +443,10 @@ fn unlock_grant_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
         l.set_loom_broken(broken_mode);
         let reader_in = Arc::new(AtomicBool::new(false));
         let g = l.raw_lock_exclusive();
-        let r = {
-            let (l, reader_in) = (l.clone(), reader_in.clone());
-            loom::thread::spawn(move || {
-                let _r = l.raw_lock_shared();
-                reader_in.store(true, Relaxed);
-                unsafe { l.raw_unlock_shared() };
-            })
-        };
+        let r = spawn_part(&l, &reader_in, (), flag_reader);
         // The reader is queued at the front (and off wait_lock) before we
         // unlock.
-        while l.waiters_parking() == 0 {
-            loom::thread::yield_now();
-        }
+        wait_parking(&l, 1);
         // A writer that arrives behind the reader: before, during or after
         // our unlock.
         let w = {
@@ -512,20 +514,9 @@ fn reader_bound_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
             })
         };
         // The writer queued first (and is off wait_lock), then the reader.
-        while l.waiters_parking() == 0 {
-            loom::thread::yield_now();
-        }
-        let r = {
-            let (l, reader_in) = (l.clone(), reader_in.clone());
-            loom::thread::spawn(move || {
-                let _r = l.raw_lock_shared();
-                reader_in.store(true, Relaxed);
-                unsafe { l.raw_unlock_shared() };
-            })
-        };
-        while l.waiters_parking() < 2 {
-            loom::thread::yield_now();
-        }
+        wait_parking(&l, 1);
+        let r = spawn_part(&l, &reader_in, (), flag_reader);
+        wait_parking(&l, 2);
         // Writer at the front, reader behind it: our unlock grants the
         // reader past the writer.
         unsafe { l.raw_unlock_exclusive(g) };
@@ -607,9 +598,7 @@ fn compete_model(readers: usize, broken_mode: u8) -> std::sync::Arc<Coverage> {
         let g = l.raw_lock_exclusive();
         let rs = spawn_parts(&l, &data, &vec![Part::Read; readers], run_part);
         // The readers are queued (and off wait_lock) before we unlock.
-        while l.waiters_parking() < readers as u32 {
-            loom::thread::yield_now();
-        }
+        wait_parking(&l, readers as u32);
         let w = spawn_part(&l, &data, Part::Write, run_part);
         bump(&data);
         unsafe { l.raw_unlock_exclusive(g) };

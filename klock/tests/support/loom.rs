@@ -86,30 +86,32 @@ pub fn bump(data: &Data) -> u32 {
 }
 
 /// Spawns a loom thread that plays `part` (`f`) on clones of `lock` and
-/// `data`.
-pub fn spawn_part<L, P, T, F>(lock: &Arc<L>, data: &Arc<Data>, part: P, f: F) -> JoinHandle<T>
+/// `data` (the protected value, or a flag of the model's own).
+pub fn spawn_part<L, D, P, T, F>(lock: &Arc<L>, data: &Arc<D>, part: P, f: F) -> JoinHandle<T>
 where
     L: Send + Sync + 'static,
+    D: 'static,
     P: Send + 'static,
     T: Send + 'static,
-    F: FnOnce(&L, &Data, P) -> T + Send + 'static,
+    F: FnOnce(&L, &D, P) -> T + Send + 'static,
 {
     let (lock, data) = (lock.clone(), data.clone());
     loom::thread::spawn(move || f(&lock, &data, part))
 }
 
 /// [`spawn_part`] for each of `parts`, in order.
-pub fn spawn_parts<L, P, T, F>(
+pub fn spawn_parts<L, D, P, T, F>(
     lock: &Arc<L>,
-    data: &Arc<Data>,
+    data: &Arc<D>,
     parts: &[P],
     f: F,
 ) -> Vec<JoinHandle<T>>
 where
     L: Send + Sync + 'static,
+    D: 'static,
     P: Copy + Send + 'static,
     T: Send + 'static,
-    F: FnOnce(&L, &Data, P) -> T + Copy + Send + 'static,
+    F: FnOnce(&L, &D, P) -> T + Copy + Send + 'static,
 {
     parts
         .iter()
