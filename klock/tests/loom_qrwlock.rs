@@ -20,7 +20,7 @@ use klock::qrwlock::{Probe, RawQRwLock, WAITING};
 use loom::sync::Arc;
 use std::any::type_name;
 use std::sync::atomic::Ordering::Relaxed;
-use support::{bump, check, join_all, probe_coverage, read, spawn_part, spawn_parts, Data};
+use support::{bump, check, expect_model_failure, play, probe_coverage, read, spawn_part, Data};
 
 trait ModelRw: Send + Sync + 'static {
     fn create() -> Self;
@@ -128,22 +128,12 @@ fn exclusion_model_with<L: ModelRw>(
     check(b, type_name::<L>(), move |c: &Coverage| {
         let lock = Arc::new(L::create());
         let data = Arc::new(Data::new(0));
-        let hs = spawn_parts(&lock, &data, &parts[1..], run_part);
-        run_part(&*lock, &data, parts[0]);
-        join_all(hs);
+        play(&lock, &data, &parts, run_part);
         let writes = parts.iter().filter(|p| matches!(p, Part::W)).count() as u32;
         assert_eq!(read(&data), writes);
         assert_eq!(lock.inner().word_newest(), 0, "lock left dirty");
         c.add(lock.inner().probe());
     })
-}
-
-/// Runs `f` expecting it to panic (the model found a bug); prints the
-/// panic message after `label` and returns it.
-fn expect_model_failure(label: &str, f: impl FnOnce() + std::panic::UnwindSafe) -> String {
-    let msg = support::expect_failure("loom should have found the bug", f);
-    eprintln!("{label}: {msg}");
-    msg
 }
 
 /// Scaffolding: wait until the word satisfies `pred`

@@ -26,7 +26,10 @@ use klock::qspinlock::{Probe, RawQSpinLockWith, LOCKED, LOCKED_PENDING_MASK, PEN
 use loom::sync::Arc;
 use std::any::type_name;
 use std::sync::atomic::Ordering::Relaxed;
-use support::{builder, bump, check, join_all, probe_coverage, read, spawn_parts, Data};
+use support::{
+    builder, bump, check, expect_model_failure, join_all, play, probe_coverage, read, spawn_parts,
+    Data,
+};
 
 /// Small pending hand-over wait: the bounded wait is still modelled, without
 /// hundreds of loop iterations per execution.
@@ -136,21 +139,11 @@ fn model<L: ModelLock>(parts: &[Part]) -> std::sync::Arc<Coverage> {
     check(builder(), type_name::<L>(), move |c: &Coverage| {
         let lock = Arc::new(L::create());
         let data = Arc::new(Data::new(0));
-        let handles = spawn_parts(&lock, &data, &parts[1..], run_part);
-        run_part(&*lock, &data, parts[0]);
-        join_all(handles);
+        play(&lock, &data, &parts, run_part);
         let total: u32 = parts.iter().map(|p| p.acquisitions).sum();
         assert_eq!(read(&data), total);
         c.add(lock.probe());
     })
-}
-
-/// Runs `f` expecting it to panic (the model found a bug); prints the
-/// panic message after `label` and returns it.
-fn expect_model_failure(label: &str, f: impl FnOnce() + std::panic::UnwindSafe) -> String {
-    let msg = support::expect_failure("loom should have found the bug", f);
-    eprintln!("{label}: {msg}");
-    msg
 }
 
 // --- the correct lock ------------------------------------------------------

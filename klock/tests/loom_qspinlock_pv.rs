@@ -27,7 +27,10 @@ use klock::qspinlock::{Probe, RawQSpinLockWith};
 use loom::sync::Arc;
 use std::any::type_name;
 use std::sync::atomic::Ordering::Relaxed;
-use support::{builder, bump, check, join_all, probe_coverage, read, spawn_parts, Data};
+use support::{
+    builder, bump, check, expect_model_failure, join_all, play, probe_coverage, read, spawn_parts,
+    Data,
+};
 
 /// Small pending hand-over wait (the bounded wait is still modelled).
 const PL: u32 = 2;
@@ -198,31 +201,28 @@ fn held_model_relock<L: ModelLock>(
     } else {
         lock_add_unlock
     };
-    check(
-        builder_for(waiters),
-        type_name::<L>(),
-        move |c: &Coverage| {
-            let lock = Arc::new(L::create());
-            let data = Arc::new(Data::new(0));
-            if slow_owner {
-                lock.lock_as_slow_owner();
-            } else {
-                lock.lock();
-            }
-            let handles = spawn_parts(&lock, &data, &vec![1; waiters], once);
-            bump(&data);
-            while !hold(lock.probe()) {
-                loom::thread::yield_now();
-            }
-            unsafe { lock.unlock() };
-            if relock {
-                lock_add_unlock(&*lock, &data, 1);
-            }
-            join_all(handles);
-            assert_eq!(read(&data), waiters as u32 + 1 + relock as u32);
-            c.add(lock.probe());
-        },
-    )
+    let b = builder_for(waiters);
+    check(b, type_name::<L>(), move |c: &Coverage| {
+        let lock = Arc::new(L::create());
+        let data = Arc::new(Data::new(0));
+        if slow_owner {
+            lock.lock_as_slow_owner();
+        } else {
+            lock.lock();
+        }
+        let handles = spawn_parts(&lock, &data, &vec![1; waiters], once);
+        bump(&data);
+        while !hold(lock.probe()) {
+            loom::thread::yield_now();
+        }
+        unsafe { lock.unlock() };
+        if relock {
+            lock_add_unlock(&*lock, &data, 1);
+        }
+        join_all(handles);
+        assert_eq!(read(&data), waiters as u32 + 1 + relock as u32);
+        c.add(lock.probe());
+    })
 }
 
 /// Threads racing from the start, `rounds` acquisitions each.
@@ -231,20 +231,10 @@ fn race_model<L: ModelLock>(rounds: &[u32]) -> std::sync::Arc<Coverage> {
     check(builder(), type_name::<L>(), move |c: &Coverage| {
         let lock = Arc::new(L::create());
         let data = Arc::new(Data::new(0));
-        let handles = spawn_parts(&lock, &data, &rounds[1..], lock_add_unlock);
-        lock_add_unlock(&*lock, &data, rounds[0]);
-        join_all(handles);
+        play(&lock, &data, &rounds, lock_add_unlock);
         assert_eq!(read(&data), rounds.iter().sum::<u32>());
         c.add(lock.probe());
     })
-}
-
-/// Runs `f` expecting it to panic (the model found a bug); prints the
-/// panic message after `label` and returns it.
-fn expect_model_failure(label: &str, f: impl FnOnce() + std::panic::UnwindSafe) -> String {
-    let msg = support::expect_failure("loom should have found the bug", f);
-    eprintln!("{label}: {msg}");
-    msg
 }
 
 // --- the correct lock ------------------------------------------------------

@@ -119,6 +119,21 @@ where
         .collect()
 }
 
+/// The main thread plays `parts[0]`, one thread spawned before it each of
+/// the others ([`spawn_parts`]); returns what each played, in order.
+pub fn play<L, D, P, T, F>(lock: &Arc<L>, data: &Arc<D>, parts: &[P], f: F) -> Vec<T>
+where
+    L: Send + Sync + 'static,
+    D: 'static,
+    P: Copy + Send + 'static,
+    T: Send + 'static,
+    F: FnOnce(&L, &D, P) -> T + Copy + Send + 'static,
+{
+    let hs = spawn_parts(lock, data, &parts[1..], f);
+    let main = f(lock, data, parts[0]);
+    std::iter::once(main).chain(join_all(hs)).collect()
+}
+
 /// Joins the threads in order; what each returned.
 pub fn join_all<T>(hs: Vec<JoinHandle<T>>) -> Vec<T> {
     hs.into_iter().map(|h| h.join().unwrap()).collect()
@@ -159,6 +174,14 @@ pub fn expect_failure(what: &str, f: impl FnOnce() + std::panic::UnwindSafe) -> 
         .cloned()
         .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_default()
+}
+
+/// [`expect_failure`] for a model that must fail: prints the message
+/// after `label` and returns it.
+pub fn expect_model_failure(label: &str, f: impl FnOnce() + std::panic::UnwindSafe) -> String {
+    let msg = expect_failure("loom should have found the bug", f);
+    eprintln!("{label}: {msg}");
+    msg
 }
 
 /// Runs the test `name` of this test binary in a child process (`ignored`:
