@@ -11,14 +11,22 @@
 //! `mod`, which names every module it re-exports: so a submodule names the
 //! module that defines an item, not the re-export.
 //!
+//! A module in a folder (`pi/mod.rs`, or `report.rs` beside `report/`) is
+//! one module here: its own file and its submodules' files (`pi/*.rs`)
+//! together, where a submodule names the other modules of `bench` as
+//! `super::super::<module>` or `crate::bench::<module>` (its `super::` is
+//! the folder's module itself).
+//!
 //! Limits of the scan (a line-based reading, not a parser), as in the
 //! library's `tests/layers.rs`:
 //! * comments are skipped: doc links are not dependencies;
 //! * test code is skipped: everything from an inline `mod tests {` (or a
 //!   `mod` whose attribute line above mentions `test`) to the end of the
-//!   file, so test modules must come last in their file;
+//!   file, so test modules must come last in their file; a submodule's
+//!   file named `tests.rs` is test code as a whole;
 //! * `super::{a, b::c}` and `crate::bench::{…}` groups are read, also
-//!   across lines; `super::super::` paths (which leave `bench`) are not.
+//!   across lines; paths that leave `bench` (`super::super::` in a
+//!   module's own file) are not.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -29,19 +37,46 @@ mod circle;
 /// The parent module's name in the graph.
 const PARENT: &str = "mod";
 
-fn modules() -> Vec<(String, String)> {
+/// One source file of a module: its path below `src/bench`, its text, and
+/// whether it is a submodule's (where `bench` is `super::super::`).
+struct Source {
+    path: String,
+    text: String,
+    nested: bool,
+}
+
+/// The modules of `src/bench` by name, each with its source files: `x.rs`
+/// or `x/mod.rs`, and the files of `x/` but test code (`tests.rs`).
+fn modules() -> Vec<(String, Vec<Source>)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bench");
-    let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
-        .map(|p| {
-            let name = p.file_stem().unwrap().to_str().unwrap().to_string();
-            (name, std::fs::read_to_string(&p).unwrap())
+    let mut out: BTreeMap<String, Vec<Source>> = BTreeMap::new();
+    let read = |p: &Path, nested: bool| Source {
+        path: p.strip_prefix(&dir).unwrap().display().to_string(),
+        text: std::fs::read_to_string(p).unwrap(),
+        nested,
+    };
+    let is_rs = |p: &Path| p.extension().is_some_and(|x| x == "rs");
+    let stem = |p: &Path| p.file_stem().unwrap().to_str().unwrap().to_string();
+    for p in std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()) {
+        if is_rs(&p) {
+            out.entry(stem(&p)).or_default().push(read(&p, false));
+        } else if p.is_dir() {
+            let name = p.file_name().unwrap().to_str().unwrap().to_string();
+            for q in std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()) {
+                match (is_rs(&q), stem(&q).as_str()) {
+                    (true, "mod") => out.entry(name.clone()).or_default().push(read(&q, false)),
+                    (true, "tests") | (false, _) => {}
+                    (true, _) => out.entry(name.clone()).or_default().push(read(&q, true)),
+                }
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(name, mut files)| {
+            files.sort_by(|a, b| a.path.cmp(&b.path));
+            (name, files)
         })
-        .collect();
-    out.sort();
-    out
+        .collect()
 }
 
 /// Whether `line` opens an inline module (`mod name {`, any visibility).
@@ -161,53 +196,69 @@ fn refs(code: &str, prefixes: &[&str], group: &mut Group, out: &mut Vec<String>)
     }
 }
 
+/// The edges from module `from` that `file` adds to `edges`.
+fn scan(
+    from: &str,
+    file: &Source,
+    prefixes: &[&str],
+    names: &BTreeSet<&str>,
+    edges: &mut BTreeMap<(String, String), Vec<String>>,
+) {
+    let mut prev = "";
+    let mut group = None;
+    for (n, raw) in file.text.lines().enumerate() {
+        let line = raw.trim();
+        if let Some(name) = opens_inline_mod(line) {
+            if name == "tests" || (prev.starts_with("#[") && prev.contains("test")) {
+                break;
+            }
+        }
+        if !line.is_empty() {
+            prev = line;
+        }
+        if line.starts_with("//") {
+            continue;
+        }
+        let code = line.split("//").next().unwrap();
+        let mut found = Vec::new();
+        refs(code, prefixes, &mut group, &mut found);
+        for name in found {
+            let to = if names.contains(name.as_str()) {
+                name
+            } else if from == PARENT {
+                // `use std::…` and the like in mod.rs.
+                continue;
+            } else {
+                PARENT.to_string()
+            };
+            if to != from {
+                edges
+                    .entry((from.to_string(), to))
+                    .or_default()
+                    .push(format!("src/bench/{}:{}: {line}", file.path, n + 1));
+            }
+        }
+    }
+}
+
 /// `from -> to -> [where]` for every reference outside tests and comments.
 fn graph() -> BTreeMap<(String, String), Vec<String>> {
     let mods = modules();
     let names: BTreeSet<&str> = mods.iter().map(|(n, _)| n.as_str()).collect();
     let mut edges = BTreeMap::new();
-    for (from, text) in &mods {
-        // `mod.rs` names its children by their bare names (`pub use
-        // driver::…`); the children name theirs through `super::`.
-        let prefixes: &[&str] = if from == PARENT {
-            &["use ", "crate::bench::"]
-        } else {
-            &["super::", "crate::bench::"]
-        };
-        let mut prev = "";
-        let mut group = None;
-        for (n, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if let Some(name) = opens_inline_mod(line) {
-                if name == "tests" || (prev.starts_with("#[") && prev.contains("test")) {
-                    break;
-                }
-            }
-            if !line.is_empty() {
-                prev = line;
-            }
-            if line.starts_with("//") {
-                continue;
-            }
-            let code = line.split("//").next().unwrap();
-            let mut found = Vec::new();
-            refs(code, prefixes, &mut group, &mut found);
-            for name in found {
-                let to = if names.contains(name.as_str()) {
-                    name
-                } else if from == PARENT {
-                    // `use std::…` and the like in mod.rs.
-                    continue;
-                } else {
-                    PARENT.to_string()
-                };
-                if &to != from {
-                    edges
-                        .entry((from.clone(), to))
-                        .or_insert_with(Vec::new)
-                        .push(format!("src/bench/{from}.rs:{}: {line}", n + 1));
-                }
-            }
+    for (from, files) in &mods {
+        for file in files {
+            // `mod.rs` names its children by their bare names (`pub use
+            // driver::…`); the children name theirs through `super::`, and
+            // the submodules of a child through `super::super::`.
+            let prefixes: &[&str] = if from == PARENT {
+                &["use ", "crate::bench::"]
+            } else if file.nested {
+                &["super::super::", "crate::bench::"]
+            } else {
+                &["super::", "crate::bench::"]
+            };
+            scan(from, file, prefixes, &names, &mut edges);
         }
     }
     edges
@@ -231,6 +282,9 @@ fn bench_modules_name_each_other_in_no_circle() {
         ("treelock", "registry"),
         ("suites", "treelock"),
         ("mod", "driver"),
+        ("suites", "pi"),
+        // From a submodule's file (`pi/results.rs`).
+        ("pi", "stats"),
     ] {
         assert!(
             edges.contains_key(&(from.to_string(), to.to_string())),
@@ -267,6 +321,28 @@ fn the_scan_reads_groups_and_finds_circles() {
         ["report", "suite", "stats", "registry", "verdict"],
         "{out:?}"
     );
+    // A submodule's file: `super::` stays inside its module.
+    let (mut group, mut out) = (None, Vec::new());
+    let p = &["super::super::", "crate::bench::"];
+    refs(
+        "use super::{group::Barrier, SUITE};",
+        p,
+        &mut group,
+        &mut out,
+    );
+    refs(
+        "use super::super::{report::Row, stats};",
+        p,
+        &mut group,
+        &mut out,
+    );
+    refs(
+        "let u = crate::bench::workload::usage();",
+        p,
+        &mut group,
+        &mut out,
+    );
+    assert_eq!(out, ["report", "stats", "workload"], "{out:?}");
     let e = |a: &str, b: &str| ((a.to_string(), b.to_string()), vec![String::new()]);
     let with: BTreeMap<_, _> = [e("a", "b"), e("b", "c"), e("c", "a")].into();
     assert_eq!(circle(&with).unwrap(), ["a", "b", "c", "a"]);

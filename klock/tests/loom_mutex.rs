@@ -27,54 +27,30 @@
 //! its executions took, and asserts the interesting ones were reached.
 #![cfg(loom)]
 
+#[path = "support/loom.rs"]
+mod support;
+
 use klock::mutex::{Probe, RawMutexWith, WaitLockRaw, YieldLock, NO_OWNER_SPIN, OWNER_SPIN};
 use klock::qspinlock::RawQSpinLockWith;
-use loom::cell::UnsafeCell;
 use loom::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
+use support::{
+    builder, bump, check, expect_failure, join_all, probe_coverage, read, spawn_part, spawn_parts,
+    Data,
+};
 
-fn builder() -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
-    }
-    b
-}
-
-#[derive(Debug, Default)]
-struct Coverage {
-    executions: AtomicU32,
-    spin_successes: AtomicU32,
-    osq_unqueues: AtomicU32,
-    sleeps: AtomicU32,
-    wakes_of_sleepers: AtomicU32,
-    handoff_requests: AtomicU32,
-    handoffs: AtomicU32,
-    pickups: AtomicU32,
-    timeouts: AtomicU32,
-    wake_next_on_leave: AtomicU32,
-    woken_skips: AtomicU32,
-}
-
-impl Coverage {
-    fn add(&self, p: &Probe) {
-        self.executions.fetch_add(1, Relaxed);
-        for (t, c) in [
-            (&self.spin_successes, &p.spin_successes),
-            (&self.osq_unqueues, &p.osq_unqueues),
-            (&self.sleeps, &p.sleeps),
-            (&self.wakes_of_sleepers, &p.wakes_of_sleepers),
-            (&self.handoff_requests, &p.handoff_requests),
-            (&self.handoffs, &p.handoffs),
-            (&self.pickups, &p.pickups),
-            (&self.timeouts, &p.timeouts),
-            (&self.wake_next_on_leave, &p.wake_next_on_leave),
-            (&self.woken_skips, &p.woken_skips),
-        ] {
-            t.fetch_add(c.load(Relaxed), Relaxed);
-        }
-    }
-}
+probe_coverage!(Probe {
+    spin_successes,
+    osq_unqueues,
+    sleeps,
+    wakes_of_sleepers,
+    handoff_requests,
+    handoffs,
+    pickups,
+    timeouts,
+    wake_next_on_leave,
+    woken_skips,
+});
 
 /// What one thread does.
 #[derive(Clone, Copy, Debug)]
@@ -87,20 +63,12 @@ enum Part {
 }
 
 /// Returns how many acquisitions succeeded.
-fn run_part<const S: u8, W: WaitLockRaw>(
-    m: &RawMutexWith<S, W>,
-    data: &UnsafeCell<u32>,
-    p: Part,
-) -> u32 {
-    let bump = || {
-        let v = data.with(|p| unsafe { *p });
-        data.with_mut(|p| unsafe { *p = v + 1 });
-    };
+fn run_part<const S: u8, W: WaitLockRaw>(m: &RawMutexWith<S, W>, data: &Data, p: Part) -> u32 {
     match p {
         Part::Lock(n) => {
             for _ in 0..n {
                 let g = m.raw_lock();
-                bump();
+                bump(data);
                 unsafe { m.raw_unlock(g) };
             }
             n
@@ -109,7 +77,7 @@ fn run_part<const S: u8, W: WaitLockRaw>(
             let deadline = klock::sys::monotonic_ns() + ns;
             match m.raw_try_lock_until_ns(deadline) {
                 Some(g) => {
-                    bump();
+                    bump(data);
                     unsafe { m.raw_unlock(g) };
                     1
                 }
@@ -135,41 +103,28 @@ fn model_with<const S: u8, W: WaitLockRaw + 'static>(
     handoff_ns: u64,
     broken_unlock: bool,
 ) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    check(builder(), "", move |c: &Coverage| {
         let m = Arc::new(RawMutexWith::<S, W>::new());
         m.set_loom_handoff_ns(handoff_ns);
         if broken_unlock {
             m.set_loom_broken_unlock();
         }
-        let data = Arc::new(UnsafeCell::new(0u32));
+        let data = Arc::new(Data::new(0));
         let held = main_holds.then(|| m.raw_lock());
-        let hs: Vec<_> = parts[1..]
-            .iter()
-            .map(|&p| {
-                let (m, data) = (m.clone(), data.clone());
-                loom::thread::spawn(move || run_part(&*m, &data, p))
-            })
-            .collect();
+        let hs = spawn_parts(&m, &data, &parts[1..], run_part);
         let mut total = 0;
         if let Some(g) = held {
-            let v = data.with(|p| unsafe { *p });
-            data.with_mut(|p| unsafe { *p = v + 1 });
+            bump(&data);
             unsafe { m.raw_unlock(g) };
             total += 1;
         }
         total += run_part(&*m, &data, parts[0]);
-        for h in hs {
-            total += h.join().unwrap();
-        }
-        assert_eq!(data.with(|p| unsafe { *p }), total);
+        total += join_all(hs).iter().sum::<u32>();
+        assert_eq!(read(&data), total);
         assert_eq!(m.word(), 0, "owner word not clean");
         assert!(m.wait_list_is_empty(), "wait list not empty");
         c.add(m.probe());
-    });
-    eprintln!("coverage: {cov:?}");
-    cov
+    })
 }
 
 const NEVER: u64 = u64::MAX / 2;
@@ -240,31 +195,21 @@ fn timed_waiter_leaves_cleanly() {
 /// get the lock once the main thread unlocks (no lost wake-up).
 #[test]
 fn timed_first_waiter_times_out_with_waiter_behind() {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    let cov = check(builder(), "", |c: &Coverage| {
         let m = Arc::new(RawMutexWith::<NO_OWNER_SPIN, YieldLock>::new());
-        let data = Arc::new(UnsafeCell::new(0u32));
+        let data = Arc::new(Data::new(0));
         let g = m.raw_lock();
-        let timed = {
-            let (m, data) = (m.clone(), data.clone());
-            loom::thread::spawn(move || run_part(&*m, &data, Part::Timed(4_000)))
-        };
-        let other = {
-            let (m, data) = (m.clone(), data.clone());
-            loom::thread::spawn(move || run_part(&*m, &data, Part::Lock(1)))
-        };
+        let timed = spawn_part(&m, &data, Part::Timed(4_000), run_part);
+        let other = spawn_part(&m, &data, Part::Lock(1), run_part);
         assert_eq!(timed.join().unwrap(), 0, "got a lock that was held");
-        let v = data.with(|p| unsafe { *p });
-        data.with_mut(|p| unsafe { *p = v + 1 });
+        bump(&data);
         unsafe { m.raw_unlock(g) };
         assert_eq!(other.join().unwrap(), 1);
-        assert_eq!(data.with(|p| unsafe { *p }), 2);
+        assert_eq!(read(&data), 2);
         assert_eq!(m.word(), 0, "owner word not clean");
         assert!(m.wait_list_is_empty(), "wait list not empty");
         c.add(m.probe());
     });
-    eprintln!("coverage: {cov:?}");
     assert!(cov.timeouts.load(Relaxed) > 0);
     assert!(cov.wake_next_on_leave.load(Relaxed) > 0);
 }
@@ -304,15 +249,9 @@ fn spin_two_threads_two_rounds() {
 /// invariant check fires).
 #[test]
 fn broken_unlock_lost_wakeup_is_caught() {
-    let r = std::panic::catch_unwind(|| {
+    let msg = expect_failure("loom should have found the lost wake-up", || {
         model_with::<NO_OWNER_SPIN, YieldLock>(&[Part::Lock(1), Part::Lock(1)], true, NEVER, true);
     });
-    let err = r.expect_err("loom should have found the lost wake-up");
-    let msg = err
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
     eprintln!("broken unlock: {msg}");
 }
 
@@ -357,29 +296,15 @@ fn sleep_three_threads_two_rounds() {
 /// `broken` the release drops `HANDOFF` (the reservation), and loom must
 /// find the re-lock that steals the lock.
 fn handoff_release_model(broken: bool) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    check(builder(), "", move |c: &Coverage| {
         let m = Arc::new(RawMutexWith::<NO_OWNER_SPIN, YieldLock>::new());
         m.set_loom_handoff_ns(0);
         if broken {
             m.set_loom_broken_handoff_release();
         }
-        let data = Arc::new(UnsafeCell::new(0u32));
-        let bump = |data: &UnsafeCell<u32>| {
-            let v = data.with(|p| unsafe { *p });
-            data.with_mut(|p| unsafe { *p = v + 1 });
-            v
-        };
+        let data = Arc::new(Data::new(0));
         let g = m.raw_lock();
-        let h = {
-            let (m, data) = (m.clone(), data.clone());
-            loom::thread::spawn(move || {
-                let g = m.raw_lock();
-                bump(&data);
-                unsafe { m.raw_unlock(g) };
-            })
-        };
+        let h = spawn_part(&m, &data, Part::Lock(1), run_part);
         bump(&data);
         // We own the lock: HANDOFF, once seen, stays until the waiter
         // picks the lock up.
@@ -392,13 +317,11 @@ fn handoff_release_model(broken: bool) -> std::sync::Arc<Coverage> {
             assert_eq!(before, 2, "the re-lock overtook a demanded hand-off");
         }
         h.join().unwrap();
-        assert_eq!(data.with(|p| unsafe { *p }), 3);
+        assert_eq!(read(&data), 3);
         assert_eq!(m.word(), 0, "owner word not clean");
         assert!(m.wait_list_is_empty(), "wait list not empty");
         c.add(m.probe());
-    });
-    eprintln!("coverage: {cov:?}");
-    cov
+    })
 }
 
 #[test]
@@ -411,15 +334,9 @@ fn handoff_release_stays_reserved() {
 
 #[test]
 fn broken_handoff_release_is_caught() {
-    let r = std::panic::catch_unwind(|| {
+    let msg = expect_failure("loom should have found the stolen hand-off", || {
         handoff_release_model(true);
     });
-    let err = r.expect_err("loom should have found the stolen hand-off");
-    let msg = err
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
     eprintln!("broken hand-off release: {msg}");
     assert!(msg.contains("overtook"), "failed for another reason: {msg}");
 }

@@ -13,18 +13,13 @@
 //! so two heads at once are a reported data race.
 #![cfg(loom)]
 
+#[path = "support/loom.rs"]
+mod support;
+
 use klock::osq::Osq;
-use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-
-fn builder() -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
-    }
-    b
-}
+use support::{builder, bump, check, join_all, read, spawn_parts, Data};
 
 /// Outcomes over all executions of one model.
 #[derive(Debug, Default)]
@@ -38,15 +33,14 @@ struct Coverage {
 
 /// Lock the OSQ, giving up after `patience` checks (`None`: never); as
 /// head, bump the counter and unlock. Returns whether we were head.
-fn attempt(osq: &Osq, data: &UnsafeCell<u32>, patience: Option<u32>) -> bool {
+fn attempt(osq: &Osq, data: &Data, patience: Option<u32>) -> bool {
     let mut n = 0;
     let head = osq.lock(|| {
         n += 1;
         patience.is_some_and(|p| n > p)
     });
     if head {
-        let v = data.with(|p| unsafe { *p });
-        data.with_mut(|p| unsafe { *p = v + 1 });
+        bump(data);
         osq.unlock();
     }
     head
@@ -57,30 +51,22 @@ fn attempt(osq: &Osq, data: &UnsafeCell<u32>, patience: Option<u32>) -> bool {
 /// giving up. Every attempt that reported success is counted exactly once
 /// and the queue ends empty.
 fn model(patience: &'static [Option<u32>], relock: bool) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    check(builder(), "", move |c: &Coverage| {
         let osq = Arc::new(Osq::new());
-        let data = Arc::new(UnsafeCell::new(0u32));
+        let data = Arc::new(Data::new(0));
         assert!(attempt_hold(&osq));
-        let hs: Vec<_> = patience
-            .iter()
-            .map(|&p| {
-                let (osq, data) = (osq.clone(), data.clone());
-                loom::thread::spawn(move || (p, attempt(&osq, &data, p)))
-            })
-            .collect();
+        let hs = spawn_parts(&osq, &data, patience, |osq, data, p| {
+            (p, attempt(osq, data, p))
+        });
         // Release the head we hold (it may race with quitters and links).
-        let v = data.with(|p| unsafe { *p });
-        data.with_mut(|p| unsafe { *p = v + 1 });
+        bump(&data);
         osq.unlock();
         let mut expect = 1;
         if relock {
             assert!(attempt(&osq, &data, None));
             expect += 1;
         }
-        for h in hs {
-            let (p, head) = h.join().unwrap();
+        for (p, head) in join_all(hs) {
             if head {
                 expect += 1;
                 if p.is_some() {
@@ -91,12 +77,10 @@ fn model(patience: &'static [Option<u32>], relock: bool) -> std::sync::Arc<Cover
                 c.gave_up.fetch_add(1, Relaxed);
             }
         }
-        assert_eq!(data.with(|p| unsafe { *p }), expect);
+        assert_eq!(read(&data), expect);
         assert!(!osq.is_locked(), "queue not empty at the end");
         c.executions.fetch_add(1, Relaxed);
-    });
-    eprintln!("coverage: {cov:?}");
-    cov
+    })
 }
 
 /// Take the OSQ (it is free at the start of each model).

@@ -12,11 +12,15 @@
 //! model, as does a lost update in the final count.
 #![cfg(loom)]
 
+#[path = "support/loom.rs"]
+mod support;
+
 use klock::qrwlock::broken::{IgnoreWaiting, NoDrain, NoWake};
 use klock::qrwlock::{Probe, RawQRwLock, WAITING};
-use loom::cell::UnsafeCell;
 use loom::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::any::type_name;
+use std::sync::atomic::Ordering::Relaxed;
+use support::{bump, check, expect_model_failure, play, probe_coverage, read, spawn_part, Data};
 
 trait ModelRw: Send + Sync + 'static {
     fn create() -> Self;
@@ -31,29 +35,10 @@ trait ModelRw: Send + Sync + 'static {
     fn inner(&self) -> &RawQRwLock;
 }
 
-impl ModelRw for RawQRwLock {
-    fn create() -> Self {
-        Self::new()
-    }
-    fn read(&self) {
-        self.raw_read_lock()
-    }
-    unsafe fn read_unlock(&self) {
-        unsafe { self.raw_read_unlock() }
-    }
-    fn write(&self) {
-        self.raw_write_lock()
-    }
-    unsafe fn write_unlock(&self) {
-        unsafe { self.raw_write_unlock() }
-    }
-    fn inner(&self) -> &RawQRwLock {
-        self
-    }
-}
-
-macro_rules! model_for_broken {
-    ($t:ident) => {
+/// `ModelRw` for a lock type; `|l| inner` names the `RawQRwLock` within
+/// the lock `l`.
+macro_rules! model_rw {
+    ($t:ty, |$l:ident| $inner:expr) => {
         impl ModelRw for $t {
             fn create() -> Self {
                 Self::new()
@@ -71,45 +56,28 @@ macro_rules! model_for_broken {
                 unsafe { self.raw_write_unlock() }
             }
             fn inner(&self) -> &RawQRwLock {
-                &self.0
+                let $l = self;
+                $inner
             }
         }
     };
 }
-model_for_broken!(NoDrain);
-model_for_broken!(IgnoreWaiting);
-model_for_broken!(NoWake);
+model_rw!(RawQRwLock, |l| l);
+model_rw!(NoDrain, |l| &l.0);
+model_rw!(IgnoreWaiting, |l| &l.0);
+model_rw!(NoWake, |l| &l.0);
 
-#[derive(Debug, Default)]
-struct Coverage {
-    executions: AtomicU32,
-    reader_queued: AtomicU32,
-    writer_queued: AtomicU32,
-    writer_cas_retry: AtomicU32,
-    sleeps: AtomicU32,
-    wakes: AtomicU32,
-}
+probe_coverage!(Probe {
+    reader_queued,
+    writer_queued,
+    writer_cas_retry,
+    sleeps,
+    wakes,
+});
 
-impl Coverage {
-    fn add(&self, p: &Probe) {
-        self.executions.fetch_add(1, Relaxed);
-        for (t, c) in [
-            (&self.reader_queued, &p.reader_queued),
-            (&self.writer_queued, &p.writer_queued),
-            (&self.writer_cas_retry, &p.writer_cas_retry),
-            (&self.sleeps, &p.sleeps),
-            (&self.wakes, &p.wakes),
-        ] {
-            t.fetch_add(c.load(Relaxed), Relaxed);
-        }
-    }
-}
-
+/// [`support::builder`] with a larger branch limit.
 fn builder() -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
-    }
+    let mut b = support::builder();
     // The paravirt waits (the wait_lock's and the word's) yield on every
     // spin iteration until their budgets run out: executions are long.
     b.max_branches = 20_000;
@@ -124,17 +92,16 @@ enum Part {
     R,
 }
 
-fn run_part<L: ModelRw>(lock: &L, data: &UnsafeCell<u32>, p: Part) {
+fn run_part<L: ModelRw>(lock: &L, data: &Data, p: Part) {
     match p {
         Part::W => {
             lock.write();
-            let v = data.with(|p| unsafe { *p });
-            data.with_mut(|p| unsafe { *p = v + 1 });
+            bump(data);
             unsafe { lock.write_unlock() };
         }
         Part::R => {
             lock.read();
-            let v = data.with(|p| unsafe { *p });
+            let v = read(data);
             assert!(v <= 2);
             unsafe { lock.read_unlock() };
         }
@@ -153,61 +120,26 @@ fn exclusion_model_with<L: ModelRw>(
     parts: &[Part],
     preemptions: Option<usize>,
 ) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
     let parts = parts.to_vec();
     let mut b = builder();
     if let Some(n) = preemptions {
         b.preemption_bound = Some(n);
     }
-    b.check(move || {
+    check(b, type_name::<L>(), move |c: &Coverage| {
         let lock = Arc::new(L::create());
-        let data = Arc::new(UnsafeCell::new(0u32));
-        let hs: Vec<_> = parts[1..]
-            .iter()
-            .map(|&p| {
-                let (lock, data) = (lock.clone(), data.clone());
-                loom::thread::spawn(move || run_part(&*lock, &data, p))
-            })
-            .collect();
-        run_part(&*lock, &data, parts[0]);
-        for h in hs {
-            h.join().unwrap();
-        }
+        let data = Arc::new(Data::new(0));
+        play(&lock, &data, &parts, run_part);
         let writes = parts.iter().filter(|p| matches!(p, Part::W)).count() as u32;
-        assert_eq!(data.with(|p| unsafe { *p }), writes);
+        assert_eq!(read(&data), writes);
         assert_eq!(lock.inner().word_newest(), 0, "lock left dirty");
         c.add(lock.inner().probe());
-    });
-    eprintln!("{} coverage: {cov:?}", std::any::type_name::<L>());
-    cov
+    })
 }
 
-fn expect_model_failure(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
-    let err = std::panic::catch_unwind(f).expect_err("loom should have found the bug");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
-
-/// Scaffolding: wait (yielding) until the word satisfies `pred`; prunes the
-/// execution's alternatives after the first re-read (see loom_qspinlock.rs).
+/// Scaffolding: wait until the word satisfies `pred`
+/// ([`support::wait_word`]).
 fn wait_word(lock: &RawQRwLock, pred: impl Fn(u32) -> bool) {
-    let mut w = lock.word();
-    let mut rereads = 0;
-    while !pred(w) {
-        loom::thread::yield_now();
-        rereads += 1;
-        w = if rereads <= 1 {
-            lock.word()
-        } else {
-            if rereads == 2 {
-                loom::skip_branch();
-            }
-            lock.word_newest()
-        };
-    }
+    support::wait_word(pred, || lock.word(), || lock.word_newest());
 }
 
 // --- the correct lock ------------------------------------------------------
@@ -265,22 +197,18 @@ fn two_writers_and_reader() {
 /// R2 must get in only after W has been and gone: it must read W's write.
 /// (Without the WAITING bit, R2 would share the lock with R1 before W.)
 fn waiting_writer_model<L: ModelRw>() -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    let label = format!("{} waiting-writer", type_name::<L>());
+    check(builder(), &label, |c: &Coverage| {
         let lock = Arc::new(L::create());
-        let data = Arc::new(UnsafeCell::new(0u32));
+        let data = Arc::new(Data::new(0));
         lock.read(); // R1
-        let w = {
-            let (lock, data) = (lock.clone(), data.clone());
-            loom::thread::spawn(move || run_part(&*lock, &data, Part::W))
-        };
+        let w = spawn_part(&lock, &data, Part::W, run_part);
         wait_word(lock.inner(), |c| c & WAITING != 0);
         let r2 = {
             let (lock, data) = (lock.clone(), data.clone());
             loom::thread::spawn(move || {
                 lock.read();
-                let v = data.with(|p| unsafe { *p });
+                let v = read(&data);
                 unsafe { lock.read_unlock() };
                 assert_eq!(v, 1, "a new reader overtook the waiting writer");
             })
@@ -289,12 +217,7 @@ fn waiting_writer_model<L: ModelRw>() -> std::sync::Arc<Coverage> {
         w.join().unwrap();
         r2.join().unwrap();
         c.add(lock.inner().probe());
-    });
-    eprintln!(
-        "{} waiting-writer coverage: {cov:?}",
-        std::any::type_name::<L>()
-    );
-    cov
+    })
 }
 
 #[test]
@@ -310,10 +233,9 @@ fn waiting_writer_blocks_new_readers() {
 /// passes on the correct lock (`writer_and_reader_exclude`).
 #[test]
 fn broken_no_drain_is_caught() {
-    let msg = expect_model_failure(|| {
+    let msg = expect_model_failure("loom caught the no-drain writer", || {
         exclusion_model::<NoDrain>(&[Part::W, Part::R]);
     });
-    eprintln!("loom caught the no-drain writer: {msg}");
     assert!(
         msg.contains("Causality violation") || msg.contains("assertion"),
         "failed for another reason: {msg}"
@@ -324,10 +246,9 @@ fn broken_no_drain_is_caught() {
 /// value. The identical model passes on the correct lock.
 #[test]
 fn broken_ignore_waiting_is_caught() {
-    let msg = expect_model_failure(|| {
+    let msg = expect_model_failure("loom caught readers overtaking a waiting writer", || {
         waiting_writer_model::<IgnoreWaiting>();
     });
-    eprintln!("loom caught readers overtaking a waiting writer: {msg}");
     assert!(
         msg.contains("overtook the waiting writer"),
         "failed for another reason: {msg}"
@@ -341,27 +262,21 @@ fn broken_ignore_waiting_is_caught() {
 /// word; then it unlocks, and the sleeper must be woken (a lost wake-up
 /// leaves it asleep forever, which loom reports).
 fn sleeper_model<L: ModelRw>(main_writes: bool) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    check(builder(), type_name::<L>(), move |c: &Coverage| {
         let lock = Arc::new(L::create());
-        let data = Arc::new(UnsafeCell::new(0u32));
+        let data = Arc::new(Data::new(0));
         if main_writes {
             lock.write();
         } else {
             lock.read();
         }
-        let other = {
-            let (lock, data) = (lock.clone(), data.clone());
-            let part = if main_writes { Part::R } else { Part::W };
-            loom::thread::spawn(move || run_part(&*lock, &data, part))
-        };
+        let part = if main_writes { Part::R } else { Part::W };
+        let other = spawn_part(&lock, &data, part, run_part);
         while lock.inner().probe().sleeps.load(Relaxed) == 0 {
             loom::thread::yield_now();
         }
         if main_writes {
-            let v = data.with(|p| unsafe { *p });
-            data.with_mut(|p| unsafe { *p = v + 1 });
+            bump(&data);
             unsafe { lock.write_unlock() };
         } else {
             unsafe { lock.read_unlock() };
@@ -369,9 +284,7 @@ fn sleeper_model<L: ModelRw>(main_writes: bool) -> std::sync::Arc<Coverage> {
         other.join().unwrap();
         assert_eq!(lock.inner().word_newest(), 0);
         c.add(lock.inner().probe());
-    });
-    eprintln!("{} coverage: {cov:?}", std::any::type_name::<L>());
-    cov
+    })
 }
 
 /// A reader behind a writer sleeps; the write unlock wakes it.
@@ -392,12 +305,10 @@ fn writer_behind_a_reader_sleeps_and_is_woken() {
 /// wake-ups.
 #[test]
 fn broken_no_wake_is_caught() {
-    let msg = expect_model_failure(|| {
+    expect_model_failure("no wake (reader sleeps)", || {
         sleeper_model::<NoWake>(true);
     });
-    eprintln!("no wake (reader sleeps): {msg}");
-    let msg = expect_model_failure(|| {
+    expect_model_failure("no wake (writer sleeps)", || {
         sleeper_model::<NoWake>(false);
     });
-    eprintln!("no wake (writer sleeps): {msg}");
 }

@@ -18,11 +18,18 @@
 //! were reached: a model that never builds a queue proves nothing about it.
 #![cfg(loom)]
 
+#[path = "support/loom.rs"]
+mod support;
+
 use klock::qspinlock::broken::{RelaxedHandoff, UndoPendingRetry};
 use klock::qspinlock::{Probe, RawQSpinLockWith, LOCKED, LOCKED_PENDING_MASK, PENDING, TAIL_MASK};
-use loom::cell::UnsafeCell;
 use loom::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::any::type_name;
+use std::sync::atomic::Ordering::Relaxed;
+use support::{
+    builder, bump, check, expect_model_failure, join_all, play, probe_coverage, read, spawn_parts,
+    Data,
+};
 
 /// Small pending hand-over wait: the bounded wait is still modelled, without
 /// hundreds of loop iterations per execution.
@@ -44,33 +51,11 @@ trait ModelLock: Send + Sync + 'static {
     fn word_newest(&self) -> u32;
 }
 
-impl<const N: u32> ModelLock for RawQSpinLockWith<N, false> {
-    fn create() -> Self {
-        Self::new()
-    }
-    fn lock(&self) {
-        self.raw_lock()
-    }
-    unsafe fn unlock(&self) {
-        unsafe { self.raw_unlock() }
-    }
-    fn probe(&self) -> &Probe {
-        RawQSpinLockWith::probe(self)
-    }
-    fn lock_after_observing(&self, val: u32) {
-        self.raw_lock_after_observing(val)
-    }
-    fn word(&self) -> u32 {
-        RawQSpinLockWith::word(self)
-    }
-    fn word_newest(&self) -> u32 {
-        RawQSpinLockWith::word_newest(self)
-    }
-}
-
-macro_rules! model_lock_for_broken {
-    ($t:ident) => {
-        impl<const N: u32> ModelLock for $t<N> {
+/// `ModelLock` for a lock type generic over `N`; `|l| inner` names the
+/// `RawQSpinLockWith` within the lock `l` (its probe and word).
+macro_rules! model_lock {
+    ($t:ty, |$l:ident| $inner:expr) => {
+        impl<const N: u32> ModelLock for $t {
             fn create() -> Self {
                 Self::new()
             }
@@ -81,63 +66,35 @@ macro_rules! model_lock_for_broken {
                 unsafe { self.raw_unlock() }
             }
             fn probe(&self) -> &Probe {
-                self.0.probe()
+                let $l = self;
+                RawQSpinLockWith::probe($inner)
             }
             fn lock_after_observing(&self, val: u32) {
                 self.raw_lock_after_observing(val)
             }
             fn word(&self) -> u32 {
-                self.0.word()
+                let $l = self;
+                RawQSpinLockWith::word($inner)
             }
             fn word_newest(&self) -> u32 {
-                self.0.word_newest()
+                let $l = self;
+                RawQSpinLockWith::word_newest($inner)
             }
         }
     };
 }
-model_lock_for_broken!(RelaxedHandoff);
-model_lock_for_broken!(UndoPendingRetry);
+model_lock!(RawQSpinLockWith<N, false>, |l| l);
+model_lock!(RelaxedHandoff<N>, |l| &l.0);
+model_lock!(UndoPendingRetry<N>, |l| &l.0);
 
-/// Totals of the probe counters over all executions of one model.
-#[derive(Debug, Default)]
-struct Coverage {
-    executions: AtomicU32,
-    pending_taken: AtomicU32,
-    pender_hit_unlocked_queue: AtomicU32,
-    queued_behind: AtomicU32,
-    head_cas_lost_to_pending: AtomicU32,
-    handoffs: AtomicU32,
-    no_node: AtomicU32,
-}
-
-impl Coverage {
-    fn add(&self, p: &Probe) {
-        self.executions.fetch_add(1, Relaxed);
-        for (total, c) in [
-            (&self.pending_taken, &p.pending_taken),
-            (
-                &self.pender_hit_unlocked_queue,
-                &p.pender_hit_unlocked_queue,
-            ),
-            (&self.queued_behind, &p.queued_behind),
-            (&self.head_cas_lost_to_pending, &p.head_cas_lost_to_pending),
-            (&self.handoffs, &p.handoffs),
-            (&self.no_node, &p.no_node),
-        ] {
-            total.fetch_add(c.load(Relaxed), Relaxed);
-        }
-    }
-}
-
-/// Loom builder: `LOOM_MAX_PREEMPTIONS` from the environment, 2 if unset,
-/// so a plain `cargo test` under `--cfg loom` stays bounded too.
-fn builder() -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
-    }
-    b
-}
+probe_coverage!(Probe {
+    pending_taken,
+    pender_hit_unlocked_queue,
+    queued_behind,
+    head_cas_lost_to_pending,
+    handoffs,
+    no_node,
+});
 
 /// One thread's part: `acquisitions` times lock, increment, unlock.
 /// `no_node`: the thread starts with all its MCS nodes in use.
@@ -154,7 +111,7 @@ const fn part(acquisitions: u32) -> Part {
     }
 }
 
-fn run_part<L: ModelLock>(lock: &L, data: &UnsafeCell<u32>, p: Part) {
+fn run_part<L: ModelLock>(lock: &L, data: &Data, p: Part) {
     let slot = klock::thread::current().expect("loom thread slot");
     if p.no_node {
         slot.mcs_depth
@@ -164,8 +121,7 @@ fn run_part<L: ModelLock>(lock: &L, data: &UnsafeCell<u32>, p: Part) {
         lock.lock();
         // A read and a write, so an unsynchronised second holder is a data
         // race loom reports (and a lost update the final check sees).
-        let v = data.with(|p| unsafe { *p });
-        data.with_mut(|p| unsafe { *p = v + 1 });
+        bump(data);
         unsafe { lock.unlock() };
     }
     if p.no_node {
@@ -179,39 +135,15 @@ fn run_part<L: ModelLock>(lock: &L, data: &UnsafeCell<u32>, p: Part) {
 /// of the others. Checks mutual exclusion (loom's UnsafeCell) and the exact
 /// total; returns path coverage over all executions.
 fn model<L: ModelLock>(parts: &[Part]) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
     let parts = parts.to_vec();
-    builder().check(move || {
+    check(builder(), type_name::<L>(), move |c: &Coverage| {
         let lock = Arc::new(L::create());
-        let data = Arc::new(UnsafeCell::new(0u32));
-        let handles: Vec<_> = parts[1..]
-            .iter()
-            .map(|&p| {
-                let (lock, data) = (lock.clone(), data.clone());
-                loom::thread::spawn(move || run_part(&*lock, &data, p))
-            })
-            .collect();
-        run_part(&*lock, &data, parts[0]);
-        for h in handles {
-            h.join().unwrap();
-        }
+        let data = Arc::new(Data::new(0));
+        play(&lock, &data, &parts, run_part);
         let total: u32 = parts.iter().map(|p| p.acquisitions).sum();
-        assert_eq!(data.with(|p| unsafe { *p }), total);
+        assert_eq!(read(&data), total);
         c.add(lock.probe());
-    });
-    eprintln!("{} coverage: {cov:?}", std::any::type_name::<L>());
-    cov
-}
-
-/// Runs `f` expecting it to panic (the model found a bug); returns the
-/// panic message.
-fn expect_model_failure(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
-    let err = std::panic::catch_unwind(f).expect_err("loom should have found the bug");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
+    })
 }
 
 // --- the correct lock ------------------------------------------------------
@@ -260,35 +192,19 @@ fn four_threads() {
     assert!(cov.handoffs.load(Relaxed) > 0);
 }
 
-/// Re-reads a scaffolding wait explores before it stops exploring.
-const SCAFFOLD_EXPLORE: u32 = 1;
-
-/// Scaffolding: wait (yielding) until the lock word satisfies `pred`. The
-/// staging is not what is under test, so a wait not satisfied by its first
-/// read stops exploring this execution's alternatives (`loom::skip_branch`;
-/// the schedules in which the awaited state came first are explored on
-/// their own) and then reads the newest value until the wait ends (see
-/// `Spin` in qspinlock.rs for why loom needs that).
+/// Scaffolding: wait until the lock word satisfies `pred`
+/// ([`support::wait_word`]).
 fn wait_word<L: ModelLock>(lock: &L, pred: impl Fn(u32) -> bool) {
-    let mut w = lock.word();
-    let mut rereads = 0;
-    while !pred(w) {
-        loom::thread::yield_now();
-        rereads += 1;
-        w = if rereads <= SCAFFOLD_EXPLORE {
-            lock.word()
-        } else {
-            if rereads == SCAFFOLD_EXPLORE + 1 {
-                loom::skip_branch();
-            }
-            lock.word_newest()
-        };
-    }
+    support::wait_word(pred, || lock.word(), || lock.word_newest());
 }
 
-fn add_one(data: &UnsafeCell<u32>) {
-    let v = data.with(|p| unsafe { *p });
-    data.with_mut(|p| unsafe { *p = v + 1 });
+/// Waits until the lock word has `bit` set, then locks, increments and
+/// unlocks.
+fn lock_once_set<L: ModelLock>(lock: &L, data: &Data, bit: u32) {
+    wait_word(lock, |w| w & bit != 0);
+    lock.lock();
+    bump(data);
+    unsafe { lock.unlock() };
 }
 
 /// The (n,0,0) race, staged: three threads, four acquisitions.
@@ -307,32 +223,15 @@ fn add_one(data: &UnsafeCell<u32>) {
 /// still its own: it must set the locked byte and wait for X, who must
 /// clear its pending bit and queue), and after H's CAS.
 fn n00_race_model<L: ModelLock>() -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    let label = format!("{} (n,0,0) model", type_name::<L>());
+    check(builder(), &label, |c: &Coverage| {
         let lock = Arc::new(L::create());
-        let data = Arc::new(UnsafeCell::new(0u32));
-        let p = {
-            let (lock, data) = (lock.clone(), data.clone());
-            loom::thread::spawn(move || {
-                wait_word(&*lock, |w| w & LOCKED != 0);
-                lock.lock();
-                add_one(&data);
-                unsafe { lock.unlock() };
-            })
-        };
-        let h = {
-            let (lock, data) = (lock.clone(), data.clone());
-            loom::thread::spawn(move || {
-                wait_word(&*lock, |w| w & PENDING != 0);
-                lock.lock();
-                add_one(&data);
-                unsafe { lock.unlock() };
-            })
-        };
+        let data = Arc::new(Data::new(0));
+        // P once O holds the lock, H once P holds pending.
+        let p_h = spawn_parts(&lock, &data, &[LOCKED, PENDING], lock_once_set);
         // O
         lock.lock();
-        add_one(&data);
+        bump(&data);
         wait_word(&*lock, |w| w & TAIL_MASK != 0);
         unsafe { lock.unlock() };
         // X: go at (n,0,0) — or, where H already got through, at (0,0,0).
@@ -340,19 +239,13 @@ fn n00_race_model<L: ModelLock>() -> std::sync::Arc<Coverage> {
             (w & TAIL_MASK != 0 && w & LOCKED_PENDING_MASK == 0) || w == 0
         });
         lock.lock_after_observing(LOCKED);
-        add_one(&data);
+        bump(&data);
         unsafe { lock.unlock() };
 
-        p.join().unwrap();
-        h.join().unwrap();
-        assert_eq!(data.with(|p| unsafe { *p }), 4);
+        join_all(p_h);
+        assert_eq!(read(&data), 4);
         c.add(lock.probe());
-    });
-    eprintln!(
-        "{} (n,0,0) model coverage: {cov:?}",
-        std::any::type_name::<L>()
-    );
-    cov
+    })
 }
 
 #[test]
@@ -393,10 +286,9 @@ fn no_node_fallback() {
 /// count check sees the lost update).
 #[test]
 fn broken_relaxed_handoff_is_caught() {
-    let msg = expect_model_failure(|| {
+    let msg = expect_model_failure("loom caught the Relaxed hand-off", || {
         model::<RelaxedHandoff<PL>>(&[part(2), part(1), part(1)]);
     });
-    eprintln!("loom caught the Relaxed hand-off: {msg}");
     assert!(
         msg.contains("Causality violation") || msg.contains("assertion"),
         "failed for another reason: {msg}"
@@ -417,10 +309,9 @@ fn broken_relaxed_handoff_is_caught() {
 /// second demonstration, not the only one.
 #[test]
 fn broken_undo_pending_retry_is_caught() {
-    let msg = expect_model_failure(|| {
+    let msg = expect_model_failure("loom caught undo-and-retry", || {
         n00_race_model::<UndoPendingRetry<PL>>();
     });
-    eprintln!("loom caught undo-and-retry: {msg}");
     assert!(
         msg.contains("maximum number of branches"),
         "failed for another reason: {msg}"

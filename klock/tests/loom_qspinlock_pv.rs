@@ -17,13 +17,20 @@
 //! once, or a hand-over that does not publish, is a data race loom reports.
 #![cfg(loom)]
 
+#[path = "support/loom.rs"]
+mod support;
+
 use klock::qspinlock::broken::{
     BlindUnlock, DropDeferredKick, KickBeforeBaton, SleepOnPlainOwner, StealIgnoresPending,
 };
 use klock::qspinlock::{Probe, RawQSpinLockWith};
-use loom::cell::UnsafeCell;
 use loom::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::any::type_name;
+use std::sync::atomic::Ordering::Relaxed;
+use support::{
+    builder, bump, check, expect_model_failure, join_all, play, probe_coverage, read, spawn_parts,
+    Data,
+};
 
 /// Small pending hand-over wait (the bounded wait is still modelled).
 const PL: u32 = 2;
@@ -50,33 +57,11 @@ trait ModelLock: Send + Sync + 'static {
 /// meets a pending waiter's reservation with no re-reads in between.
 type Pv0 = RawQSpinLockWith<0, true>;
 
-impl<const N: u32> ModelLock for RawQSpinLockWith<N, true> {
-    fn create() -> Self {
-        Self::new()
-    }
-    fn lock(&self) {
-        self.raw_lock()
-    }
-    unsafe fn unlock(&self) {
-        unsafe { self.raw_unlock() }
-    }
-    fn lock_lazy(&self) -> usize {
-        self.raw_lock_token()
-    }
-    unsafe fn unlock_lazy(&self, token: usize) {
-        unsafe { self.raw_unlock_token(token) }
-    }
-    fn lock_as_slow_owner(&self) {
-        self.raw_lock_as_slow_owner()
-    }
-    fn probe(&self) -> &Probe {
-        RawQSpinLockWith::probe(self)
-    }
-}
-
-macro_rules! model_lock_for_broken {
-    ($t:ident) => {
-        impl<const N: u32> ModelLock for $t<N> {
+/// `ModelLock` for a lock type generic over `N`; `|l| inner` names the
+/// `RawQSpinLockWith` within the lock `l` (its probe, its slow-path lock).
+macro_rules! model_lock {
+    ($t:ty, |$l:ident| $inner:expr) => {
+        impl<const N: u32> ModelLock for $t {
             fn create() -> Self {
                 Self::new()
             }
@@ -93,65 +78,36 @@ macro_rules! model_lock_for_broken {
                 unsafe { self.raw_unlock_token(token) }
             }
             fn lock_as_slow_owner(&self) {
-                self.0.raw_lock_as_slow_owner()
+                let $l = self;
+                RawQSpinLockWith::raw_lock_as_slow_owner($inner)
             }
             fn probe(&self) -> &Probe {
-                self.0.probe()
+                let $l = self;
+                RawQSpinLockWith::probe($inner)
             }
         }
     };
 }
-model_lock_for_broken!(BlindUnlock);
-model_lock_for_broken!(KickBeforeBaton);
-model_lock_for_broken!(StealIgnoresPending);
-model_lock_for_broken!(SleepOnPlainOwner);
-model_lock_for_broken!(DropDeferredKick);
+model_lock!(RawQSpinLockWith<N, true>, |l| l);
+model_lock!(BlindUnlock<N>, |l| &l.0);
+model_lock!(KickBeforeBaton<N>, |l| &l.0);
+model_lock!(StealIgnoresPending<N>, |l| &l.0);
+model_lock!(SleepOnPlainOwner<N>, |l| &l.0);
+model_lock!(DropDeferredKick<N>, |l| &l.0);
 
-/// Totals of the probe counters over all executions of one model.
-#[derive(Debug, Default)]
-struct Coverage {
-    executions: AtomicU32,
-    steals: AtomicU32,
-    pending_taken: AtomicU32,
-    pending_timeouts: AtomicU32,
-    queued_behind: AtomicU32,
-    node_sleeps: AtomicU32,
-    head_sleeps: AtomicU32,
-    head_yields: AtomicU32,
-    head_reserves: AtomicU32,
-    kicks_unlock: AtomicU32,
-    kicks_wake: AtomicU32,
-    handoffs: AtomicU32,
-}
-
-impl Coverage {
-    fn add(&self, p: &Probe) {
-        self.executions.fetch_add(1, Relaxed);
-        for (total, c) in [
-            (&self.steals, &p.steals),
-            (&self.pending_taken, &p.pending_taken),
-            (&self.pending_timeouts, &p.pending_timeouts),
-            (&self.queued_behind, &p.queued_behind),
-            (&self.node_sleeps, &p.node_sleeps),
-            (&self.head_sleeps, &p.head_sleeps),
-            (&self.head_yields, &p.head_yields),
-            (&self.head_reserves, &p.head_reserves),
-            (&self.kicks_unlock, &p.kicks_unlock),
-            (&self.kicks_wake, &p.kicks_wake),
-            (&self.handoffs, &p.handoffs),
-        ] {
-            total.fetch_add(c.load(Relaxed), Relaxed);
-        }
-    }
-}
-
-fn builder() -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
-    }
-    b
-}
+probe_coverage!(Probe {
+    steals,
+    pending_taken,
+    pending_timeouts,
+    queued_behind,
+    node_sleeps,
+    head_sleeps,
+    head_yields,
+    head_reserves,
+    kicks_unlock,
+    kicks_wake,
+    handoffs,
+});
 
 /// Models with two waiters besides the main thread explore the schedules
 /// without preemption: every spin iteration of the paravirt path yields
@@ -165,24 +121,19 @@ fn builder_for(waiters: usize) -> loom::model::Builder {
     b
 }
 
-fn add_one(data: &UnsafeCell<u32>) {
-    let v = data.with(|p| unsafe { *p });
-    data.with_mut(|p| unsafe { *p = v + 1 });
-}
-
-fn lock_add_unlock<L: ModelLock>(lock: &L, data: &UnsafeCell<u32>, rounds: u32) {
+fn lock_add_unlock<L: ModelLock>(lock: &L, data: &Data, rounds: u32) {
     for _ in 0..rounds {
         lock.lock();
-        add_one(data);
+        bump(data);
         unsafe { lock.unlock() };
     }
 }
 
 /// [`lock_add_unlock`] through the token pair, as `lock_api` locks.
-fn lock_add_unlock_lazy<L: ModelLock>(lock: &L, data: &UnsafeCell<u32>, rounds: u32) {
+fn lock_add_unlock_lazy<L: ModelLock>(lock: &L, data: &Data, rounds: u32) {
     for _ in 0..rounds {
         let token = lock.lock_lazy();
-        add_one(data);
+        bump(data);
         unsafe { lock.unlock_lazy(token) };
     }
 }
@@ -245,29 +196,22 @@ fn held_model_relock<L: ModelLock>(
     relock: bool,
     lazy: bool,
 ) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder_for(waiters).check(move || {
+    let once: fn(&L, &Data, u32) = if lazy {
+        lock_add_unlock_lazy
+    } else {
+        lock_add_unlock
+    };
+    let b = builder_for(waiters);
+    check(b, type_name::<L>(), move |c: &Coverage| {
         let lock = Arc::new(L::create());
-        let data = Arc::new(UnsafeCell::new(0u32));
+        let data = Arc::new(Data::new(0));
         if slow_owner {
             lock.lock_as_slow_owner();
         } else {
             lock.lock();
         }
-        let handles: Vec<_> = (0..waiters)
-            .map(|_| {
-                let (lock, data) = (lock.clone(), data.clone());
-                loom::thread::spawn(move || {
-                    if lazy {
-                        lock_add_unlock_lazy(&*lock, &data, 1)
-                    } else {
-                        lock_add_unlock(&*lock, &data, 1)
-                    }
-                })
-            })
-            .collect();
-        add_one(&data);
+        let handles = spawn_parts(&lock, &data, &vec![1; waiters], once);
+        bump(&data);
         while !hold(lock.probe()) {
             loom::thread::yield_now();
         }
@@ -275,51 +219,22 @@ fn held_model_relock<L: ModelLock>(
         if relock {
             lock_add_unlock(&*lock, &data, 1);
         }
-        for h in handles {
-            h.join().unwrap();
-        }
-        assert_eq!(
-            data.with(|p| unsafe { *p }),
-            waiters as u32 + 1 + relock as u32
-        );
+        join_all(handles);
+        assert_eq!(read(&data), waiters as u32 + 1 + relock as u32);
         c.add(lock.probe());
-    });
-    eprintln!("{} coverage: {cov:?}", std::any::type_name::<L>());
-    cov
+    })
 }
 
 /// Threads racing from the start, `rounds` acquisitions each.
 fn race_model<L: ModelLock>(rounds: &[u32]) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
     let rounds = rounds.to_vec();
-    builder().check(move || {
+    check(builder(), type_name::<L>(), move |c: &Coverage| {
         let lock = Arc::new(L::create());
-        let data = Arc::new(UnsafeCell::new(0u32));
-        let handles: Vec<_> = rounds[1..]
-            .iter()
-            .map(|&r| {
-                let (lock, data) = (lock.clone(), data.clone());
-                loom::thread::spawn(move || lock_add_unlock(&*lock, &data, r))
-            })
-            .collect();
-        lock_add_unlock(&*lock, &data, rounds[0]);
-        for h in handles {
-            h.join().unwrap();
-        }
-        assert_eq!(data.with(|p| unsafe { *p }), rounds.iter().sum::<u32>());
+        let data = Arc::new(Data::new(0));
+        play(&lock, &data, &rounds, lock_add_unlock);
+        assert_eq!(read(&data), rounds.iter().sum::<u32>());
         c.add(lock.probe());
-    });
-    eprintln!("{} coverage: {cov:?}", std::any::type_name::<L>());
-    cov
-}
-
-fn expect_model_failure(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
-    let err = std::panic::catch_unwind(f).expect_err("loom should have found the bug");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
+    })
 }
 
 // --- the correct lock ------------------------------------------------------
@@ -407,10 +322,9 @@ fn unlock_races_a_head_behind_a_fast_path_owner() {
 /// forever.
 #[test]
 fn broken_blind_unlock_is_caught() {
-    let msg = expect_model_failure(|| {
+    expect_model_failure("blind unlock", || {
         held_model::<BlindUnlock<PL>>(1, true, head_slept);
     });
-    eprintln!("blind unlock: {msg}");
 }
 
 /// A baton pass that looks at the successor before storing the baton: a
@@ -418,20 +332,18 @@ fn broken_blind_unlock_is_caught() {
 /// between a waiter going to sleep and the thread that must wake it).
 #[test]
 fn broken_kick_before_baton_is_caught() {
-    let msg = expect_model_failure(|| {
+    expect_model_failure("kick before baton", || {
         held_model::<KickBeforeBaton<PL>>(2, true, second_queued);
     });
-    eprintln!("kick before baton: {msg}");
 }
 
 /// An unlock that forgets the successor its lazy baton pass left asleep:
 /// that successor sleeps forever.
 #[test]
 fn broken_drop_deferred_kick_is_caught() {
-    let msg = expect_model_failure(|| {
+    expect_model_failure("drop deferred kick", || {
         held_model_lazy::<DropDeferredKick<PL>>(2, true, node_slept);
     });
-    eprintln!("drop deferred kick: {msg}");
 }
 
 /// A head that sleeps on a fast-path owner: that owner's unlock reads its
@@ -439,10 +351,9 @@ fn broken_drop_deferred_kick_is_caught() {
 /// is never woken.
 #[test]
 fn broken_sleep_on_plain_owner_is_caught() {
-    let msg = expect_model_failure(|| {
+    expect_model_failure("sleep on plain owner", || {
         held_model::<SleepOnPlainOwner<PL>>(1, false, waiter_queued);
     });
-    eprintln!("sleep on plain owner: {msg}");
 }
 
 /// A steal that ignores the pending bit overtakes the thread that holds
@@ -451,12 +362,11 @@ fn broken_sleep_on_plain_owner_is_caught() {
 /// holds pending.
 #[test]
 fn broken_steal_past_pending_is_caught() {
-    let msg = expect_model_failure(|| {
+    let msg = expect_model_failure("steal past pending", || {
         held_model_relock::<StealIgnoresPending<0>>(1, true, pending_held, true, false);
     });
     assert!(
         msg.contains("overtook") || msg.contains("deadlock"),
         "{msg}"
     );
-    eprintln!("steal past pending: {msg}");
 }

@@ -25,57 +25,35 @@
 //!   and none waits in userspace.
 #![cfg(loom)]
 
-use klock::rtmutex::{Probe, RawRtMutexWith, RtMutexError, NO_RT_SPIN, RT_SPIN, RT_SPIN_KWAIT};
-use loom::cell::UnsafeCell;
-use loom::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+#[path = "support/loom.rs"]
+mod support;
 
+use klock::rtmutex::{Probe, RawRtMutexWith, RtMutexError, NO_RT_SPIN, RT_SPIN, RT_SPIN_KWAIT};
+use loom::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use support::{bump, check, expect_failure, join_all, probe_coverage, read, spawn_parts, Data};
+
+/// [`support::builder`], with a branch limit from `LOOM_MAX_BRANCHES_TEST`
+/// if set.
 fn builder() -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
-    }
+    let mut b = support::builder();
     if let Ok(n) = std::env::var("LOOM_MAX_BRANCHES_TEST") {
         b.max_branches = n.parse().unwrap();
     }
     b
 }
 
-#[derive(Debug, Default)]
-struct Coverage {
-    executions: AtomicU32,
-    spin_successes: AtomicU32,
-    spin_successes_past_waiters: AtomicU32,
-    spin_stopped_by_waiter: AtomicU32,
-    kernel_locks: AtomicU32,
-    kernel_sleeps: AtomicU32,
-    handoffs: AtomicU32,
-    timeouts: AtomicU32,
-    user_parks: AtomicU32,
-    user_wait_expired: AtomicU32,
-}
-
-impl Coverage {
-    fn add(&self, p: &Probe) {
-        self.executions.fetch_add(1, Relaxed);
-        for (t, c) in [
-            (&self.spin_successes, &p.spin_successes),
-            (
-                &self.spin_successes_past_waiters,
-                &p.spin_successes_past_waiters,
-            ),
-            (&self.spin_stopped_by_waiter, &p.spin_stopped_by_waiter),
-            (&self.kernel_locks, &p.kernel_locks),
-            (&self.kernel_sleeps, &p.kernel_sleeps),
-            (&self.handoffs, &p.handoffs),
-            (&self.timeouts, &p.timeouts),
-            (&self.user_parks, &p.user_parks),
-            (&self.user_wait_expired, &p.user_wait_expired),
-        ] {
-            t.fetch_add(c.load(Relaxed), Relaxed);
-        }
-    }
-}
+probe_coverage!(Probe {
+    spin_successes,
+    spin_successes_past_waiters,
+    spin_stopped_by_waiter,
+    kernel_locks,
+    kernel_sleeps,
+    handoffs,
+    timeouts,
+    user_parks,
+    user_wait_expired,
+});
 
 /// Loom yields the main thread holds the lock for: a spinner's budget
 /// (two loom clock readings) runs out meanwhile.
@@ -89,16 +67,12 @@ enum Part {
     Timed(u64),
 }
 
-fn run_part<const S: u8>(m: &RawRtMutexWith<S>, data: &UnsafeCell<u32>, p: Part) -> u32 {
-    let bump = || {
-        let v = data.with(|p| unsafe { *p });
-        data.with_mut(|p| unsafe { *p = v + 1 });
-    };
+fn run_part<const S: u8>(m: &RawRtMutexWith<S>, data: &Data, p: Part) -> u32 {
     match p {
         Part::Lock(n) => {
             for _ in 0..n {
                 let g = m.lock_checked().unwrap();
-                bump();
+                bump(data);
                 unsafe { m.raw_unlock(g) };
             }
             n
@@ -107,7 +81,7 @@ fn run_part<const S: u8>(m: &RawRtMutexWith<S>, data: &UnsafeCell<u32>, p: Part)
             let deadline = klock::sys::monotonic_ns() + ns;
             match m.try_lock_until_ns_checked(deadline) {
                 Ok(g) => {
-                    bump();
+                    bump(data);
                     unsafe { m.raw_unlock(g) };
                     1
                 }
@@ -141,38 +115,27 @@ fn model_limit<const S: u8>(
     broken: bool,
     user_wait_ns: u64,
 ) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    check(builder(), "", move |c: &Coverage| {
         let m = Arc::new(RawRtMutexWith::<S>::new());
         if broken {
             m.set_loom_broken_unlock();
         }
         m.set_loom_user_wait_ns(user_wait_ns);
-        let data = Arc::new(UnsafeCell::new(0u32));
+        let data = Arc::new(Data::new(0));
         let held = main_holds.then(|| m.lock_checked().unwrap());
-        let hs: Vec<_> = parts[1..]
-            .iter()
-            .map(|&p| {
-                let (m, data) = (m.clone(), data.clone());
-                loom::thread::spawn(move || run_part(&*m, &data, p))
-            })
-            .collect();
+        let hs = spawn_parts(&m, &data, &parts[1..], run_part);
         let mut total = 0;
         if let Some(g) = held {
             for _ in 0..hold {
                 loom::thread::yield_now();
             }
-            let v = data.with(|p| unsafe { *p });
-            data.with_mut(|p| unsafe { *p = v + 1 });
+            bump(&data);
             unsafe { m.raw_unlock(g) };
             total += 1;
         }
         total += run_part(&*m, &data, parts[0]);
-        for h in hs {
-            total += h.join().unwrap();
-        }
-        assert_eq!(data.with(|p| unsafe { *p }), total);
+        total += join_all(hs).iter().sum::<u32>();
+        assert_eq!(read(&data), total);
         assert_eq!(m.word(), 0, "futex word not clean");
         assert_eq!(m.kernel_waiters(), 0, "a waiter is still queued");
         assert_eq!(
@@ -181,9 +144,7 @@ fn model_limit<const S: u8>(
             "a userspace waiter is still registered"
         );
         c.add(m.probe());
-    });
-    eprintln!("coverage: {cov:?}");
-    cov
+    })
 }
 
 /// Two lockers with spinning, other waiters in the kernel
@@ -357,15 +318,9 @@ fn self_deadlock_is_an_error() {
 /// take a word whose waiter is queued. Loom must report it.
 #[test]
 fn broken_unlock_is_caught() {
-    let r = std::panic::catch_unwind(|| {
+    let msg = expect_failure("loom should have found the stranded waiter", || {
         model::<NO_RT_SPIN>(&[Part::Lock(0), Part::Lock(1)], true, HOLD, true);
     });
-    let err = r.expect_err("loom should have found the stranded waiter");
-    let msg = err
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
     eprintln!("broken unlock: {msg}");
 }
 
@@ -395,20 +350,9 @@ fn broken_wake_is_caught() {
         });
         return;
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "broken_wake_is_caught",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("KLOCK_LOOM_BROKEN_WAKE_CHILD", "1")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("deadlock"),
-        "loom should have found the waiter left asleep; child: {:?}\n{err}",
-        out.status
+    support::expect_deadlock_in_child(
+        "broken_wake_is_caught",
+        false,
+        &[("KLOCK_LOOM_BROKEN_WAKE_CHILD", "1")],
     );
 }

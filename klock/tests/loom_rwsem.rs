@@ -29,73 +29,25 @@
 //!   model must reject.
 #![cfg(loom)]
 
+#[path = "support/loom.rs"]
+mod support;
+
 use klock::rwsem::{
     broken, RawRwSemWith, HANDOFF, NONSPINNABLE, OFF, ON, RD_NONSPINNABLE, READER_OWNED, STEAL,
     WR_NONSPINNABLE,
 };
-use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::sync::Arc;
-use std::sync::atomic::Ordering::{Acquire, Release};
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use support::{
+    builder, bump, check, join_all, probe_coverage, read, spawn_part, spawn_parts, Data,
+};
 
-fn builder() -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
-    }
-    b
-}
-
-/// Sums of the probes of every execution.
-#[derive(Debug, Default)]
-struct Coverage {
-    executions: AtomicU32,
-    spin_successes: AtomicU32,
-    nospin_sets: AtomicU32,
-    norspins: AtomicU32,
-    rd_set_by_writer: AtomicU32,
-    rd_set_by_reader: AtomicU32,
-    grants: AtomicU32,
-    max_group: AtomicU32,
-    handoff_requests: AtomicU32,
-    sleeps: AtomicU32,
-    wakes_of_sleepers: AtomicU32,
-    timeouts: AtomicU32,
-    downgrades: AtomicU32,
-    rlock_fast: AtomicU32,
-    steals: AtomicU32,
-    compete_wakes: AtomicU32,
-    woken_wins: AtomicU32,
-    requeues: AtomicU32,
-}
-
-impl Coverage {
-    fn add(&self, p: &klock::rwsem::Probe) {
-        self.executions.fetch_add(1, Relaxed);
-        for (t, c) in [
-            (&self.spin_successes, &p.spin_successes),
-            (&self.nospin_sets, &p.nospin_sets),
-            (&self.norspins, &p.norspins),
-            (&self.rd_set_by_writer, &p.rd_set_by_writer),
-            (&self.rd_set_by_reader, &p.rd_set_by_reader),
-            (&self.grants, &p.grants),
-            (&self.handoff_requests, &p.handoff_requests),
-            (&self.sleeps, &p.sleeps),
-            (&self.wakes_of_sleepers, &p.wakes_of_sleepers),
-            (&self.timeouts, &p.timeouts),
-            (&self.downgrades, &p.downgrades),
-            (&self.rlock_fast, &p.rlock_fast),
-            (&self.steals, &p.steals),
-            (&self.compete_wakes, &p.compete_wakes),
-            (&self.woken_wins, &p.woken_wins),
-            (&self.requeues, &p.requeues),
-        ] {
-            t.fetch_add(c.load(Relaxed), Relaxed);
-        }
-        self.max_group.fetch_max(p.max_group.load(Relaxed), Relaxed);
-    }
-}
+probe_coverage!(klock::rwsem::Probe {
+    spin_successes, nospin_sets, norspins, rd_set_by_writer, rd_set_by_reader, grants,
+    handoff_requests, sleeps, wakes_of_sleepers, timeouts, downgrades, rlock_fast, steals,
+    compete_wakes, woken_wins, requeues,
+} max { max_group });
 
 /// What one thread does.
 #[derive(Clone, Copy, Debug)]
@@ -115,17 +67,8 @@ enum Part {
 
 type Lock<const R: u8, const A: u8> = RawRwSemWith<R, A>;
 
-fn read(data: &UnsafeCell<u32>) -> u32 {
-    data.with(|p| unsafe { *p })
-}
-
-fn bump(data: &UnsafeCell<u32>) {
-    let v = data.with(|p| unsafe { *p });
-    data.with_mut(|p| unsafe { *p = v + 1 });
-}
-
 /// Returns the number of writes made.
-fn run_part<const R: u8, const A: u8>(l: &Lock<R, A>, data: &UnsafeCell<u32>, p: Part) -> u32 {
+fn run_part<const R: u8, const A: u8>(l: &Lock<R, A>, data: &Data, p: Part) -> u32 {
     match p {
         Part::Read => {
             let _g = l.raw_lock_shared();
@@ -179,20 +122,12 @@ fn model<const R: u8, const A: u8>(
     parts: &'static [Part],
     broken_mode: u8,
 ) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    check(builder(), "", move |c: &Coverage| {
         let l = Arc::new(Lock::<R, A>::new());
         l.set_loom_broken(broken_mode);
-        let data = Arc::new(UnsafeCell::new(0u32));
+        let data = Arc::new(Data::new(0));
         let held = main_writes.then(|| l.raw_lock_exclusive());
-        let hs: Vec<_> = parts
-            .iter()
-            .map(|&p| {
-                let (l, data) = (l.clone(), data.clone());
-                loom::thread::spawn(move || run_part(&*l, &data, p))
-            })
-            .collect();
+        let hs = spawn_parts(&l, &data, parts, run_part);
         let mut writes = 0;
         if let Some(g) = held {
             bump(&data);
@@ -202,27 +137,33 @@ fn model<const R: u8, const A: u8>(
         if let Some(p) = main {
             writes += run_part(&*l, &data, p);
         }
-        for h in hs {
-            writes += h.join().unwrap();
-        }
+        writes += join_all(hs).iter().sum::<u32>();
         assert_eq!(read(&data), writes);
         assert_eq!(l.count_word(), 0, "count word not clean");
         assert!(l.wait_list_is_empty(), "wait list not empty");
         c.add(l.probe());
-    });
-    eprintln!("coverage: {cov:?}");
-    cov
+    })
 }
 
+/// Runs the model of a broken variant, which loom must reject (`what`
+/// otherwise).
 fn expect_failure(what: &str, f: impl FnOnce() + std::panic::UnwindSafe) {
-    let r = std::panic::catch_unwind(f);
-    let err = r.expect_err(what);
-    let msg = err
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
+    let msg = support::expect_failure(what, f);
     eprintln!("broken variant rejected: {msg}");
+}
+
+/// Yields until `n` waiters are queued (and off `wait_lock`).
+fn wait_parking<const R: u8, const A: u8>(l: &Lock<R, A>, n: u32) {
+    while l.waiters_parking() < n {
+        loom::thread::yield_now();
+    }
+}
+
+/// Read-locks, says so in `flag`, unlocks.
+fn flag_reader<const R: u8, const A: u8>(l: &Lock<R, A>, flag: &AtomicBool, _: ()) {
+    let _r = l.raw_lock_shared();
+    flag.store(true, Relaxed);
+    unsafe { l.raw_unlock_shared() };
 }
 
 // ---------------------------------------------------------------------------
@@ -287,11 +228,9 @@ fn broken_read_fast_path_is_caught() {
 /// clears `RD_NONSPINNABLE`.
 #[test]
 fn nonspinnable_bits_set_while_reader_owned_cleared_by_fast_writer() {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    let cov = check(builder(), "", |c: &Coverage| {
         let l = Arc::new(Lock::<ON, ON>::new());
-        let data = Arc::new(UnsafeCell::new(0u32));
+        let data = Arc::new(Data::new(0));
         let seen_rd = Arc::new(AtomicBool::new(false));
         let _r = l.raw_lock_shared();
         let w = {
@@ -337,7 +276,6 @@ fn nonspinnable_bits_set_while_reader_owned_cleared_by_fast_writer() {
         assert_eq!(l.count_word(), 0);
         c.add(l.probe());
     });
-    eprintln!("coverage: {cov:?}");
     assert!(
         cov.nospin_sets.load(Relaxed) > 0,
         "the timeout path never ran"
@@ -357,17 +295,12 @@ fn nonspinnable_bits_never_set_on_a_writer() {
 /// (adaptive). A fast-path writer then clears it.
 #[test]
 fn rd_nonspinnable_stops_readers_and_is_carried() {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    let cov = check(builder(), "", |c: &Coverage| {
         let l = Arc::new(Lock::<ON, ON>::new());
-        let data = Arc::new(UnsafeCell::new(0u32));
+        let data = Arc::new(Data::new(0));
         let g = l.raw_lock_exclusive();
         l.loom_set_owner(l.owner_word() | RD_NONSPINNABLE);
-        let r = {
-            let (l, data) = (l.clone(), data.clone());
-            loom::thread::spawn(move || run_part(&*l, &data, Part::Read))
-        };
+        let r = spawn_part(&l, &data, Part::Read, run_part);
         bump(&data);
         unsafe { l.raw_unlock_exclusive(g) };
         r.join().unwrap();
@@ -384,7 +317,6 @@ fn rd_nonspinnable_stops_readers_and_is_carried() {
         unsafe { l.raw_unlock_exclusive(g) };
         c.add(l.probe());
     });
-    eprintln!("coverage: {cov:?}");
     assert!(cov.norspins.load(Relaxed) > 0);
     assert!(cov.rd_set_by_reader.load(Relaxed) > 0);
 }
@@ -393,9 +325,7 @@ fn rd_nonspinnable_stops_readers_and_is_carried() {
 // Readers woken together.
 
 fn readers_wake_together(broken_mode: u8) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    check(builder(), "", move |c: &Coverage| {
         let l = Arc::new(Lock::<OFF, OFF>::new());
         l.set_loom_broken(broken_mode);
         let inside = Arc::new(AtomicUsize::new(0));
@@ -422,9 +352,7 @@ fn readers_wake_together(broken_mode: u8) -> std::sync::Arc<Coverage> {
         assert_eq!(l.count_word(), 0);
         assert!(l.wait_list_is_empty());
         c.add(l.probe());
-    });
-    eprintln!("coverage: {cov:?}");
-    cov
+    })
 }
 
 /// Two readers queued behind a writer are granted the lock by one wake-up.
@@ -454,23 +382,18 @@ fn broken_grant_one_reader_is_caught() {
 /// (`read_back`) for reading, which in `STEAL` mode is a steal attempt on a
 /// lock held by nobody.
 fn handoff_model<const R: u8>(broken_mode: u8, read_back: bool) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    check(builder(), "", move |c: &Coverage| {
         let l = Arc::new(Lock::<R, OFF>::new());
         l.set_loom_broken(broken_mode);
         // Every first waiter demands a hand-off at once.
         l.set_loom_wait_timeout_ns(0);
         let got = Arc::new(AtomicBool::new(false));
         let g = l.raw_lock_exclusive();
-        let w = {
-            let (l, got) = (l.clone(), got.clone());
-            loom::thread::spawn(move || {
-                let g = l.raw_lock_exclusive();
-                got.store(true, Relaxed);
-                unsafe { l.raw_unlock_exclusive(g) };
-            })
-        };
+        let w = spawn_part(&l, &got, (), |l: &Lock<R, OFF>, got: &AtomicBool, ()| {
+            let g = l.raw_lock_exclusive();
+            got.store(true, Relaxed);
+            unsafe { l.raw_unlock_exclusive(g) };
+        });
         // Hold the lock until the waiter has queued and demanded it
         // (HANDOFF, once set, stays set while we hold the lock).
         while l.count_word() & HANDOFF == 0 {
@@ -490,9 +413,7 @@ fn handoff_model<const R: u8>(broken_mode: u8, read_back: bool) -> std::sync::Ar
         w.join().unwrap();
         assert_eq!(l.count_word(), 0);
         c.add(l.probe());
-    });
-    eprintln!("coverage: {cov:?}");
-    cov
+    })
 }
 
 /// A first waiter that set `HANDOFF` gets the lock before the unlocker can
@@ -517,26 +438,15 @@ fn broken_handoff_is_caught() {
 // that the unlock let go.
 
 fn unlock_grant_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    check(builder(), "", move |c: &Coverage| {
         let l = Arc::new(Lock::<OFF, OFF>::new());
         l.set_loom_broken(broken_mode);
         let reader_in = Arc::new(AtomicBool::new(false));
         let g = l.raw_lock_exclusive();
-        let r = {
-            let (l, reader_in) = (l.clone(), reader_in.clone());
-            loom::thread::spawn(move || {
-                let _r = l.raw_lock_shared();
-                reader_in.store(true, Relaxed);
-                unsafe { l.raw_unlock_shared() };
-            })
-        };
+        let r = spawn_part(&l, &reader_in, (), flag_reader);
         // The reader is queued at the front (and off wait_lock) before we
         // unlock.
-        while l.waiters_parking() == 0 {
-            loom::thread::yield_now();
-        }
+        wait_parking(&l, 1);
         // A writer that arrives behind the reader: before, during or after
         // our unlock.
         let w = {
@@ -556,9 +466,7 @@ fn unlock_grant_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
         assert_eq!(l.count_word(), 0);
         assert!(l.wait_list_is_empty());
         c.add(l.probe());
-    });
-    eprintln!("coverage: {cov:?}");
-    cov
+    })
 }
 
 /// A write unlock with a reader queued at the front grants it the lock in
@@ -587,9 +495,7 @@ fn broken_wake_without_grant_is_caught() {
 // past it by a write unlock once they waited `reader_wait_ns` (here 0).
 
 fn reader_bound_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    check(builder(), "", move |c: &Coverage| {
         let l = Arc::new(Lock::<OFF, OFF>::new());
         l.set_loom_broken(broken_mode);
         // Readers behind a front writer are granted at the next write
@@ -608,20 +514,9 @@ fn reader_bound_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
             })
         };
         // The writer queued first (and is off wait_lock), then the reader.
-        while l.waiters_parking() == 0 {
-            loom::thread::yield_now();
-        }
-        let r = {
-            let (l, reader_in) = (l.clone(), reader_in.clone());
-            loom::thread::spawn(move || {
-                let _r = l.raw_lock_shared();
-                reader_in.store(true, Relaxed);
-                unsafe { l.raw_unlock_shared() };
-            })
-        };
-        while l.waiters_parking() < 2 {
-            loom::thread::yield_now();
-        }
+        wait_parking(&l, 1);
+        let r = spawn_part(&l, &reader_in, (), flag_reader);
+        wait_parking(&l, 2);
         // Writer at the front, reader behind it: our unlock grants the
         // reader past the writer.
         unsafe { l.raw_unlock_exclusive(g) };
@@ -633,9 +528,7 @@ fn reader_bound_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
         assert_eq!(l.count_word(), 0);
         assert!(l.wait_list_is_empty());
         c.add(l.probe());
-    });
-    eprintln!("coverage: {cov:?}");
-    cov
+    })
 }
 
 /// A reader queued behind a writer at the front that has waited its bound
@@ -696,42 +589,25 @@ fn broken_steal_past_handoff_is_caught() {
 /// behind it; a writer arrives while the main thread unlocks. The readers'
 /// grant bound is never reached, so the unlock wakes them to compete.
 fn compete_model(readers: usize, broken_mode: u8) -> std::sync::Arc<Coverage> {
-    let cov = std::sync::Arc::new(Coverage::default());
-    let c = cov.clone();
-    builder().check(move || {
+    check(builder(), "", move |c: &Coverage| {
         let l = Arc::new(Lock::<OFF, OFF>::new());
         l.set_loom_broken(broken_mode);
         // (u64::MAX would mean "the global bound", 0 under loom.)
         l.set_loom_reader_grant_ns(u64::MAX - 1);
-        let data = Arc::new(UnsafeCell::new(0u32));
+        let data = Arc::new(Data::new(0));
         let g = l.raw_lock_exclusive();
-        let rs: Vec<_> = (0..readers)
-            .map(|_| {
-                let (l, data) = (l.clone(), data.clone());
-                loom::thread::spawn(move || run_part(&*l, &data, Part::Read))
-            })
-            .collect();
+        let rs = spawn_parts(&l, &data, &vec![Part::Read; readers], run_part);
         // The readers are queued (and off wait_lock) before we unlock.
-        while l.waiters_parking() < readers as u32 {
-            loom::thread::yield_now();
-        }
-        let w = {
-            let (l, data) = (l.clone(), data.clone());
-            loom::thread::spawn(move || run_part(&*l, &data, Part::Write))
-        };
+        wait_parking(&l, readers as u32);
+        let w = spawn_part(&l, &data, Part::Write, run_part);
         bump(&data);
         unsafe { l.raw_unlock_exclusive(g) };
-        let mut writes = 1 + w.join().unwrap();
-        for r in rs {
-            writes += r.join().unwrap();
-        }
+        let writes = 1 + w.join().unwrap() + join_all(rs).iter().sum::<u32>();
         assert_eq!(read(&data), writes);
         assert_eq!(l.count_word(), 0, "count word not clean");
         assert!(l.wait_list_is_empty(), "wait list not empty");
         c.add(l.probe());
-    });
-    eprintln!("coverage: {cov:?}");
-    cov
+    })
 }
 
 /// A reader woken to compete takes the free lock, or loses it to the
@@ -752,24 +628,7 @@ fn woken_reader_competes_and_requeues() {
 /// ignored test below) whose failure and message are checked here.
 #[test]
 fn broken_compete_without_wake_is_caught() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "broken_compete_without_wake_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .output()
-        .expect("cannot run the child test");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the broken model passed");
-    assert!(
-        err.contains("deadlock"),
-        "failed, but not by the lost wake-up: {err}"
-    );
-    eprintln!("broken variant rejected: loom found the deadlock");
+    support::expect_deadlock_in_child("broken_compete_without_wake_child", true, &[]);
 }
 
 /// The child of [`broken_compete_without_wake_is_caught`].
@@ -810,24 +669,7 @@ fn woken_writer_is_woken_again() {
 /// child process, as above).
 #[test]
 fn broken_woken_never_cleared_is_caught() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "broken_woken_never_cleared_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .output()
-        .expect("cannot run the child test");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the broken model passed");
-    assert!(
-        err.contains("deadlock"),
-        "failed, but not by the lost wake-up: {err}"
-    );
-    eprintln!("broken variant rejected: loom found the deadlock");
+    support::expect_deadlock_in_child("broken_woken_never_cleared_child", true, &[]);
 }
 
 /// The child of [`broken_woken_never_cleared_is_caught`].
