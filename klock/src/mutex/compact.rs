@@ -1,13 +1,11 @@
 //! The compact mutex, [`RawMutexCompact`]: the design of [`crate::mutex`]
 //! in 40 bytes.
 
-use super::{compact_adapt, handoff_ns, owner_spin};
-use crate::events::{self, Event};
+use super::{handoff_ns, owner_spin};
 use crate::oncpu::{self, SpinStats, MAX_OWNER_BUDGETS};
 use crate::osq::Osq;
 use crate::ownerspin::OwnerSpin;
 use crate::spin::cpu_relax;
-use crate::spinadapt::{self, Decision, SpinAdapt};
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sync::{AtomicU32, UnsafeCell};
 use crate::sys::monotonic_ns;
@@ -40,7 +38,7 @@ const TID_BITS: u32 = 22;
 /// The owner field: bits 4..26.
 const OWNER_MASK: u32 = ((1 << TID_BITS) - 1) << C_OWNER_SHIFT;
 /// Owner word (bit 26): this lock's adaptive spin test is counting
-/// acquisitions ([`compact_adapt`](super::compact_adapt)). The fast paths'
+/// acquisitions (its state in a table beside the locks, see `compact_adapt.rs`). The fast paths'
 /// CAS from 0 fails while it is set, so every acquisition takes the slow
 /// path, where the new holder counts it.
 pub const C_COUNTING: u32 = 1 << (C_OWNER_SHIFT + TID_BITS);
@@ -230,17 +228,6 @@ impl RawMutexCompact {
         self.owner_tid() == Some(tid)
     }
 
-    /// This lock's adaptive spin test ([`crate::spinadapt`]), while it runs
-    /// one: from its first contention until a whole run passes without
-    /// contention (its state lives in a table beside the locks, see
-    /// [`RawMutexCompact`]'s docs).
-    pub fn spin_test(&self) -> Option<&'static SpinAdapt> {
-        if self.owner.load(Relaxed) & C_COUNTING == 0 {
-            return None;
-        }
-        compact_adapt::find(self.addr())
-    }
-
     /// The raw owner word, for tests and debugging.
     #[doc(hidden)]
     pub fn word(&self) -> u32 {
@@ -417,66 +404,6 @@ impl RawMutexCompact {
             return false;
         }
         owner_spin() && oncpu::spinning_useful() && self.spin_pays()
-    }
-
-    /// The adaptive test's verdict, or `true` for a lock without a test.
-    #[inline]
-    fn spin_pays(&self) -> bool {
-        if self.owner.load(Relaxed) & C_COUNTING == 0 || !spinadapt::enabled() {
-            return true;
-        }
-        compact_adapt::find(self.addr()).is_none_or(|t| t.spin())
-    }
-
-    /// The lock's address, which names its test in the table.
-    #[inline]
-    fn addr(&self) -> usize {
-        self as *const Self as usize
-    }
-
-    /// A locker found the lock taken: claim a test for it if it has none
-    /// (and the tests are on), and tell the test. Not under loom (the test
-    /// reads the clock; it only steers spinning).
-    fn adapt_contended(&self) {
-        if cfg!(loom) || !spinadapt::enabled() {
-            return;
-        }
-        if self.owner.load(Relaxed) & C_COUNTING != 0 {
-            if let Some(t) = compact_adapt::find(self.addr()) {
-                t.contended();
-            }
-        } else if let Some(t) = compact_adapt::claim(self.addr()) {
-            t.contended();
-            // Relaxed: a hint for the holders to count; the word's other
-            // bits are unchanged by this RMW.
-            self.owner.fetch_or(C_COUNTING, Relaxed);
-        }
-    }
-
-    /// Count an acquisition for the test; the caller has just taken the
-    /// lock. A lock whose test stopped counting, or whose slot another
-    /// lock took, clears its mark and is back on the fast paths.
-    #[inline]
-    fn count_acquisition(&self) {
-        if self.owner.load(Relaxed) & C_COUNTING == 0 {
-            return;
-        }
-        let still = match compact_adapt::find(self.addr()) {
-            Some(t) => {
-                if let Some(d) = t.on_unlock() {
-                    events::inc(match d {
-                        Decision::Spin => Event::MutexAdaptSpin,
-                        Decision::NoSpin => Event::MutexAdaptNoSpin,
-                    });
-                }
-                t.counting()
-            }
-            None => false,
-        };
-        if !still {
-            // Relaxed: as in adapt_contended.
-            self.owner.fetch_and(!C_COUNTING, Relaxed);
-        }
     }
 
     /// Every acquisition that is not the fast paths' CAS from 0: a lock
@@ -811,6 +738,9 @@ impl core::fmt::Debug for RawMutexCompact {
             .finish()
     }
 }
+
+#[path = "compact_adapt.rs"]
+mod adapt;
 
 #[cfg(loom)]
 #[path = "compact_loom.rs"]

@@ -4,7 +4,7 @@
 //! A fixed table of test states, one cache line each, indexed by a hash of
 //! the lock's address and tagged with that address. A lock claims its slot
 //! when it is first contended and marks its owner word `COUNTING` (see
-//! [`super::compact`]); while marked, its acquisitions go through the
+//! [`super`]); while marked, its acquisitions go through the
 //! slow path and are counted there by the new holder, so a lock that is
 //! never contended pays nothing. A slot whose test has stopped counting
 //! (a whole run without contention) may be claimed by another lock that
@@ -13,7 +13,9 @@
 //! that finds its slot busy with another lock's running test gets no test
 //! and spins as the kernel does.
 
-use crate::spinadapt::SpinAdapt;
+use super::{RawMutexCompact, C_COUNTING};
+use crate::events::{self, Event};
+use crate::spinadapt::{self, Decision, SpinAdapt};
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// log2 of the number of slots.
@@ -70,6 +72,79 @@ pub(super) fn claim(addr: usize) -> Option<&'static SpinAdapt> {
             s.adapt.reset();
             &s.adapt
         })
+}
+
+impl RawMutexCompact {
+    /// This lock's adaptive spin test ([`crate::spinadapt`]), while it runs
+    /// one: from its first contention until a whole run passes without
+    /// contention (its state lives in a table beside the locks, see
+    /// [`RawMutexCompact`]'s docs).
+    pub fn spin_test(&self) -> Option<&'static SpinAdapt> {
+        if self.owner.load(Relaxed) & C_COUNTING == 0 {
+            return None;
+        }
+        find(self.addr())
+    }
+
+    /// The adaptive test's verdict, or `true` for a lock without a test.
+    #[inline]
+    pub(super) fn spin_pays(&self) -> bool {
+        if self.owner.load(Relaxed) & C_COUNTING == 0 || !spinadapt::enabled() {
+            return true;
+        }
+        find(self.addr()).is_none_or(|t| t.spin())
+    }
+
+    /// The lock's address, which names its test in the table.
+    #[inline]
+    pub(super) fn addr(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// A locker found the lock taken: claim a test for it if it has none
+    /// (and the tests are on), and tell the test. Not under loom (the test
+    /// reads the clock; it only steers spinning).
+    pub(super) fn adapt_contended(&self) {
+        if cfg!(loom) || !spinadapt::enabled() {
+            return;
+        }
+        if self.owner.load(Relaxed) & C_COUNTING != 0 {
+            if let Some(t) = find(self.addr()) {
+                t.contended();
+            }
+        } else if let Some(t) = claim(self.addr()) {
+            t.contended();
+            // Relaxed: a hint for the holders to count; the word's other
+            // bits are unchanged by this RMW.
+            self.owner.fetch_or(C_COUNTING, Relaxed);
+        }
+    }
+
+    /// Count an acquisition for the test; the caller has just taken the
+    /// lock. A lock whose test stopped counting, or whose slot another
+    /// lock took, clears its mark and is back on the fast paths.
+    #[inline]
+    pub(super) fn count_acquisition(&self) {
+        if self.owner.load(Relaxed) & C_COUNTING == 0 {
+            return;
+        }
+        let still = match find(self.addr()) {
+            Some(t) => {
+                if let Some(d) = t.on_unlock() {
+                    events::inc(match d {
+                        Decision::Spin => Event::MutexAdaptSpin,
+                        Decision::NoSpin => Event::MutexAdaptNoSpin,
+                    });
+                }
+                t.counting()
+            }
+            None => false,
+        };
+        if !still {
+            // Relaxed: as in adapt_contended.
+            self.owner.fetch_and(!C_COUNTING, Relaxed);
+        }
+    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -148,7 +148,6 @@ use core::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::time::Duration;
 
 mod compact;
-mod compact_adapt;
 #[cfg(loom)]
 mod loom_probe;
 mod slow;
