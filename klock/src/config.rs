@@ -240,13 +240,13 @@ impl Config {
             SPIN_ADAPT.set(on);
         }
         if let Some(on) = self.rwsem_reader_spin {
-            crate::rwsem::set_reader_spin(on);
+            RWSEM_RSPIN.set(on);
         }
         if let Some(on) = self.rwsem_adaptive {
-            crate::rwsem::set_adaptive(on);
+            RWSEM_ADAPTIVE.set(on);
         }
         if let Some(ns) = self.rwsem_reader_wait_ns {
-            crate::rwsem::set_reader_wait_ns(ns);
+            set_rwsem_reader_wait_ns(ns);
         }
         if let Some(on) = self.rt_spin {
             RT_SPIN.set(on);
@@ -422,6 +422,36 @@ pub(crate) static SPIN_ADAPT: Switch = Switch::new("KLOCK_SPIN_ADAPT");
 pub(crate) static RT_SPIN: Switch = Switch::new("KLOCK_RT_SPIN");
 /// `KLOCK_RT_USER_WAIT`: [`crate::rtmutex::user_wait`].
 pub(crate) static RT_USER_WAIT: Switch = Switch::new("KLOCK_RT_USER_WAIT");
+/// `KLOCK_RWSEM_RSPIN`: [`crate::rwsem::reader_spin`].
+pub(crate) static RWSEM_RSPIN: Switch = Switch::new("KLOCK_RWSEM_RSPIN");
+/// `KLOCK_RWSEM_ADAPTIVE`: [`crate::rwsem::adaptive`].
+pub(crate) static RWSEM_ADAPTIVE: Switch = Switch::new("KLOCK_RWSEM_ADAPTIVE");
+
+/// The rw-semaphore's default reader wait bound: none (see
+/// [`crate::rwsem::DEFAULT_READER_WAIT_NS`]).
+pub(crate) const DEFAULT_RWSEM_READER_WAIT_NS: u64 = u64::MAX;
+static RWSEM_READER_WAIT: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(DEFAULT_RWSEM_READER_WAIT_NS);
+static RWSEM_READER_WAIT_ENV: std::sync::Once = std::sync::Once::new();
+
+/// `KLOCK_RWSEM_READER_WAIT_NS` ([`crate::rwsem::reader_wait_ns`]): read
+/// from the environment at the first call, unless
+/// [`set_rwsem_reader_wait_ns`] came first.
+pub(crate) fn rwsem_reader_wait_ns() -> u64 {
+    RWSEM_READER_WAIT_ENV.call_once(|| {
+        if let Some(ns) = env_ns("KLOCK_RWSEM_READER_WAIT_NS") {
+            RWSEM_READER_WAIT.store(ns, Relaxed);
+        }
+    });
+    // Relaxed: a setting; it publishes nothing else.
+    RWSEM_READER_WAIT.load(Relaxed)
+}
+
+/// Set the rw-semaphore's reader wait bound (overrides the environment).
+pub(crate) fn set_rwsem_reader_wait_ns(ns: u64) {
+    RWSEM_READER_WAIT_ENV.call_once(|| {});
+    RWSEM_READER_WAIT.store(ns, Relaxed);
+}
 
 // --- what the locks call ----------------------------------------------------
 

@@ -193,7 +193,6 @@
 //! granter's `Acquire` grant CAS synchronised with the last writer. The
 //! owner word is a hint: all `Relaxed`.
 
-use crate::config::Switch;
 use crate::oncpu::SpinStats;
 use crate::osq::Osq;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};

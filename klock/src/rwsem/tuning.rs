@@ -19,7 +19,7 @@ pub const DEFAULT_WAIT_TIMEOUT_NS: u64 = 4_000_000;
 /// policy: readers queued behind a writer wait for that writer, whose own
 /// hand-off bounds the wait. A finite bound makes the rwsem fairer to
 /// readers at a large cost in throughput (see `docs/locks/rwsem.md`).
-pub const DEFAULT_READER_WAIT_NS: u64 = u64::MAX;
+pub const DEFAULT_READER_WAIT_NS: u64 = crate::config::DEFAULT_RWSEM_READER_WAIT_NS;
 /// Default for [`reader_grant_ns`]: readers at the front of the queue are
 /// woken to compete for the lock until they have waited the hand-off bound
 /// ([`DEFAULT_WAIT_TIMEOUT_NS`]); then they are granted it. Under loom, 0
@@ -58,11 +58,10 @@ pub fn rspin_threshold_ns(readers: u64) -> u64 {
 }
 
 // ---- global switches (configuration, not synchronisation: std atomics) ----
-static GLOBAL_RSPIN: Switch = Switch::new("KLOCK_RWSEM_RSPIN");
-static GLOBAL_ADAPTIVE: Switch = Switch::new("KLOCK_RWSEM_ADAPTIVE");
+// The reader-spinning and adaptive switches and the reader wait bound are
+// kept by `config` (read from the environment there, set by `Config`).
+use crate::config::{RWSEM_ADAPTIVE as GLOBAL_ADAPTIVE, RWSEM_RSPIN as GLOBAL_RSPIN};
 static WAIT_TIMEOUT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_WAIT_TIMEOUT_NS);
-static READER_WAIT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_READER_WAIT_NS);
-static READER_WAIT_ENV: std::sync::Once = std::sync::Once::new();
 static READER_GRANT: StdAtomicU64 = StdAtomicU64::new(DEFAULT_READER_GRANT_NS);
 
 /// The global reader-spinning switch, for locks whose `RSPIN` is
@@ -114,12 +113,7 @@ pub fn set_wait_timeout_ns(ns: u64) {
 /// (read once, at the first call; `max` = no bound) unless
 /// [`set_reader_wait_ns`] was called first.
 pub fn reader_wait_ns() -> u64 {
-    READER_WAIT_ENV.call_once(|| {
-        if let Some(ns) = crate::config::env_ns("KLOCK_RWSEM_READER_WAIT_NS") {
-            READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
-        }
-    });
-    READER_WAIT.load(core::sync::atomic::Ordering::Relaxed)
+    crate::config::rwsem_reader_wait_ns()
 }
 
 /// Set the reader wait bound (ns) for all rw-semaphores: smaller is fairer
@@ -127,8 +121,7 @@ pub fn reader_wait_ns() -> u64 {
 /// that writers wait out); `u64::MAX` leaves readers behind a writer to
 /// that writer's own hand-off ([`wait_timeout_ns`]).
 pub fn set_reader_wait_ns(ns: u64) {
-    READER_WAIT_ENV.call_once(|| {});
-    READER_WAIT.store(ns, core::sync::atomic::Ordering::Relaxed);
+    crate::config::set_rwsem_reader_wait_ns(ns);
 }
 
 /// The reader grant bound (ns): a wake-up of readers at the front of the
