@@ -26,18 +26,14 @@
 //! assert that the interesting ones were reached.
 #![cfg(loom)]
 
+#[path = "support/loom.rs"]
+mod support;
+
 use klock::mutex::{CompactBroken, CompactProbe, RawMutexCompact};
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-
-fn builder() -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
-    }
-    b
-}
+use support::{builder, bump, expect_model_failure};
 
 /// Paths taken, summed over a model's executions.
 #[derive(Debug, Default)]
@@ -73,12 +69,6 @@ enum Part {
     /// One timed attempt with a deadline this many ns (loom clock: 1 µs
     /// per reading) from now; increment if it succeeded.
     Timed(u64),
-}
-
-fn bump(data: &UnsafeCell<u32>) -> u32 {
-    let v = data.with(|p| unsafe { *p });
-    data.with_mut(|p| unsafe { *p = v + 1 });
-    v
 }
 
 /// Returns how many acquisitions succeeded; counts a timeout in `cov`.
@@ -174,24 +164,20 @@ fn model(parts: &'static [Part], s: Setup) -> std::sync::Arc<Coverage> {
     cov
 }
 
-/// Runs `f`, which must panic (loom rejecting a broken lock); returns the
-/// panic message.
-fn rejected(what: &str, f: impl FnOnce() + std::panic::UnwindSafe) -> String {
-    let err = std::panic::catch_unwind(f).expect_err(what);
-    let msg = err
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
-    eprintln!("rejected as expected: {msg}");
-    msg
-}
-
 /// What loom says when a thread waits for a wake-up that never comes: it
 /// yields in its futex-wait loop until the model runs out of branches, or
 /// every thread is blocked.
 fn is_hang(msg: &str) -> bool {
     msg.contains("maximum number of branches") || msg.contains("deadlock")
+}
+
+/// The sleeping model of `parts` with the lock broken as `broken` must
+/// hang: a waiter nobody wakes.
+fn hangs(parts: &'static [Part], broken: CompactBroken) {
+    let msg = expect_model_failure("loom should have found the lost wake-up", || {
+        model(parts, Setup { broken, ..SLEEP });
+    });
+    assert!(is_hang(&msg), "failed for another reason: {msg}");
 }
 
 // --- mutual exclusion
@@ -229,7 +215,7 @@ fn broken_relaxed_unlock_is_caught() {
         (&[Part::Lock(0), Part::Lock(1), Part::Lock(1)], false),
         (&[Part::Try, Part::Lock(1), Part::Lock(1)], true),
     ] {
-        let msg = rejected("loom should have found the unordered release", || {
+        let msg = expect_model_failure("loom should have found the unordered release", || {
             model(
                 parts,
                 Setup {
@@ -270,31 +256,16 @@ fn lost_wakeup_race() {
 /// came before the store, sleeps for ever.
 #[test]
 fn broken_split_unlock_loses_wakeup_is_caught() {
-    let msg = rejected("loom should have found the lost wake-up", || {
-        model(
-            &[Part::Lock(0), Part::Lock(1)],
-            Setup {
-                broken: CompactBroken::UnlockSplitRmw,
-                ..SLEEP
-            },
-        );
-    });
-    assert!(is_hang(&msg), "failed for another reason: {msg}");
+    hangs(
+        &[Part::Lock(0), Part::Lock(1)],
+        CompactBroken::UnlockSplitRmw,
+    );
 }
 
 /// Broken: the unlock ignores `WAITERS` and wakes nobody.
 #[test]
 fn broken_unlock_without_wake_is_caught() {
-    let msg = rejected("loom should have found the lost wake-up", || {
-        model(
-            &[Part::Lock(0), Part::Lock(1)],
-            Setup {
-                broken: CompactBroken::UnlockNoWake,
-                ..SLEEP
-            },
-        );
-    });
-    assert!(is_hang(&msg), "failed for another reason: {msg}");
+    hangs(&[Part::Lock(0), Part::Lock(1)], CompactBroken::UnlockNoWake);
 }
 
 /// Broken: a woken first waiter that loses the lock to a newcomer goes
@@ -305,19 +276,10 @@ fn broken_unlock_without_wake_is_caught() {
 /// before it, and the waiter sleeps again.
 #[test]
 fn broken_keep_woken_is_caught() {
-    let msg = rejected(
-        "loom should have found the wake-up skipped for WOKEN",
-        || {
-            model(
-                &[Part::Lock(0), Part::Lock(1), Part::Lock(1)],
-                Setup {
-                    broken: CompactBroken::KeepWoken,
-                    ..SLEEP
-                },
-            );
-        },
+    hangs(
+        &[Part::Lock(0), Part::Lock(1), Part::Lock(1)],
+        CompactBroken::KeepWoken,
     );
-    assert!(is_hang(&msg), "failed for another reason: {msg}");
 }
 
 // --- the hand-off
@@ -381,7 +343,7 @@ fn handoff_goes_to_first_waiter() {
 /// Broken: the hand-off clears `HANDOFF` instead of naming the waiter.
 #[test]
 fn broken_unreserved_hand_over_is_caught() {
-    let msg = rejected("loom should have found the stolen hand-off", || {
+    let msg = expect_model_failure("loom should have found the stolen hand-off", || {
         handoff_model(CompactBroken::HandOverUnreserved);
     });
     assert!(msg.contains("overtook"), "failed for another reason: {msg}");
@@ -413,7 +375,7 @@ fn timed_waiter_leaves_cleanly() {
 /// waiter never gets it.
 #[test]
 fn broken_timeout_abandons_hand_off_is_caught() {
-    let msg = rejected("loom should have found the abandoned hand-off", || {
+    let msg = expect_model_failure("loom should have found the abandoned hand-off", || {
         model(
             &[Part::Lock(0), Part::Timed(5_000), Part::Lock(1)],
             Setup {
