@@ -250,22 +250,28 @@ impl RawMutexCompact {
         let me = tid << C_OWNER_SHIFT;
         // (0, -) -> (me, -). Acquire pairs with the previous owner's
         // Release unlock.
-        match self.owner.compare_exchange(0, me, Acquire, Relaxed) {
-            Ok(_) => {}
-            // Free, under its spin test: (0, COUNTING) -> (me, COUNTING),
-            // counted here rather than through the slow path. Acquire: as
-            // above.
-            Err(C_COUNTING)
-                if self
-                    .owner
-                    .compare_exchange(C_COUNTING, me | C_COUNTING, Acquire, Relaxed)
-                    .is_ok() =>
-            {
-                self.count_acquisition()
-            }
-            Err(_) => {
-                self.lock_slow(me, None);
-            }
+        if let Err(w) = self.owner.compare_exchange(0, me, Acquire, Relaxed) {
+            self.lock_missed(me, w);
+        }
+    }
+
+    /// The fast CAS found `w`. A free lock under its spin test, `(0,
+    /// COUNTING)`, is taken with a second CAS, `-> (me, COUNTING)`, and
+    /// counted here, without the slow path's checks; anything else is the
+    /// slow path. Out of line: it keeps the fast path one CAS, and it is
+    /// not cold (a lock under test comes here on every acquisition).
+    #[inline(never)]
+    fn lock_missed(&self, me: u32, w: u32) {
+        // Acquire: as in lock_as.
+        if w == C_COUNTING
+            && self
+                .owner
+                .compare_exchange(C_COUNTING, me | C_COUNTING, Acquire, Relaxed)
+                .is_ok()
+        {
+            self.count_acquisition();
+        } else {
+            self.lock_slow(me, None);
         }
     }
 
