@@ -87,25 +87,24 @@ pub extern "C" fn klock_preload_refused() -> u64 {
     REFUSED.load(Relaxed)
 }
 
-/// Registered with `pthread_atfork` at load ([`REGISTER_ATFORK`]), so it
-/// runs in a forked child before the program's own child handlers (they
-/// run in the order registered): klock learns the child thread's tid, and
-/// the compact mutexes forget wait lists whose waiters stayed in the
-/// parent.
 /// Registered with `pthread_atfork` as the prepare handler: finish
-/// klock's one-time set-ups (the CPU count, the oracle's choice, the spin
-/// budget's calibration, settings read from the environment) before the
-/// fork, in the forking thread. One of them half done by another thread
-/// at the fork would stay half done in the child, and the child's first
-/// contended lock would wait for it for ever. Each runs once per process:
-/// later forks find them done.
+/// klock's one-time set-ups that take a lock (the oracle's choice, the
+/// spin budget's calibration, a setting read from the environment) before
+/// the fork, in the forking thread. One of them half done by another
+/// thread at the fork would stay half done in the child, and the child's
+/// first contended lock would wait for it for ever. Each runs once per
+/// process: later forks find them done. (The CPU count needs no lock.)
 unsafe extern "C" fn before_fork() {
-    let _ = klock::sys::online_cpus();
     let _ = klock::oncpu::oracle();
     let _ = klock::oncpu::base_spin_ns();
     let _ = klock::rwsem::reader_wait_ns();
 }
 
+/// Registered with `pthread_atfork` at load ([`REGISTER_ATFORK`]), so it
+/// runs in a forked child before the program's own child handlers (they
+/// run in the order registered): klock learns the child thread's tid, and
+/// the compact mutexes forget wait lists whose waiters stayed in the
+/// parent.
 unsafe extern "C" fn after_fork_in_child() {
     klock::thread::after_fork_in_child();
     klock::mutex::RawMutexCompact::forked();

@@ -167,11 +167,10 @@ impl SpinAdapt {
     /// Start over as [`new`](Self::new) (for a test state that moves to
     /// another lock). Relaxed stores: statistics, as everywhere here.
     pub fn reset(&self) {
-        let fresh = Self::new();
         self.count.store(0, Relaxed);
         self.active.store(false, Relaxed);
         self.seen.store(false, Relaxed);
-        self.spin.store(fresh.spin.load(Relaxed), Relaxed);
+        self.spin.store(true, Relaxed);
         self.phase.store(RUN, Relaxed);
         self.t0.store(0, Relaxed);
         self.c0.store(0, Relaxed);
