@@ -102,13 +102,46 @@ impl YieldLock {
         }
     }
 
+    /// Acquire, leaving `tag` (non-zero) in the word while held. A word
+    /// that holds another non-zero value was locked by a holder that will
+    /// never release it (the compact mutex tags its wait-list lock with
+    /// the fork generation: a holder tagged with an older one is a thread
+    /// left behind in the parent of a fork); the lock is taken over from
+    /// it, and the result says so (`true`), so the caller can repair what
+    /// that holder left half done. [`YieldLock`]'s own `lock` always uses
+    /// the tag 1, so for it there is never another tag.
+    #[inline]
+    pub fn lock_tagged(&self, tag: u32) -> bool {
+        debug_assert!(tag != 0);
+        // 0 -> tag. Acquire pairs with the Release store of the last unlock.
+        match self.word.compare_exchange(0, tag, Acquire, Relaxed) {
+            Ok(_) => false,
+            Err(_) => self.lock_contended(tag),
+        }
+    }
+
     #[cold]
     #[inline(never)]
-    fn lock_contended(&self) {
+    fn lock_contended(&self, tag: u32) -> bool {
         let mut yields = 0u32;
         loop {
             let mut n = 0;
-            while self.word.load(Relaxed) != 0 {
+            loop {
+                let held = self.word.load(Relaxed);
+                if held == 0 {
+                    break;
+                }
+                // Acquire: a holder that stays away published nothing
+                // since it stopped; this orders us after the CAS of
+                // anyone else who took it over and let it go.
+                if held != tag
+                    && self
+                        .word
+                        .compare_exchange(held, tag, Acquire, Relaxed)
+                        .is_ok()
+                {
+                    return true;
+                }
                 n += 1;
                 if n >= YIELD_LOCK_SPINS {
                     if yields < YIELD_LOCK_YIELDS {
@@ -119,7 +152,7 @@ impl YieldLock {
                         // Timed: the holder sends no wake-up.
                         let _ = crate::sys::futex_wait(
                             &self.word,
-                            1,
+                            held,
                             Some(core::time::Duration::from_nanos(YIELD_LOCK_SLEEP_NS)),
                         );
                     }
@@ -130,10 +163,10 @@ impl YieldLock {
             // Acquire pairs with the Release store of the last unlock.
             if self
                 .word
-                .compare_exchange_weak(0, 1, Acquire, Relaxed)
+                .compare_exchange_weak(0, tag, Acquire, Relaxed)
                 .is_ok()
             {
-                return;
+                return false;
             }
         }
     }
@@ -155,10 +188,8 @@ impl WaitLockRaw for YieldLock {
     }
     #[inline]
     fn lock(&self) {
-        // 0 -> 1. Acquire pairs with the Release store of the last unlock.
-        if self.word.compare_exchange(0, 1, Acquire, Relaxed).is_err() {
-            self.lock_contended();
-        }
+        // Tag 1, the only one: never taken over.
+        let _ = self.lock_tagged(1);
     }
     #[inline]
     unsafe fn unlock(&self) {

@@ -14,8 +14,7 @@ use crate::waitlist::{
     futex_addr, park, wake_later, wake_pending, AbortOnUnwind, Linked, Links, WaitList, W_PARKED,
     W_WAITING, W_WOKEN,
 };
-use crate::waitlock::{WaitLock, WaitLockRaw};
-use std::time::Duration;
+use crate::waitlock::{WaitLockRaw, YieldLock};
 
 /// Owner word: the wait list is non-empty (unlock must wake its head).
 pub const C_WAITERS: u32 = 1 << 0;
@@ -42,36 +41,12 @@ const OWNER_MASK: u32 = ((1 << TID_BITS) - 1) << C_OWNER_SHIFT;
 /// CAS from 0 fails while it is set, so every acquisition takes the slow
 /// path, where the new holder counts it.
 pub const C_COUNTING: u32 = 1 << (C_OWNER_SHIFT + TID_BITS);
-/// Bits 27..32: the fork generation the wait list was built in (low 5
-/// bits of [`FORK_GEN`]), set with `WAITERS` by the first waiter and
-/// cleared with it by the last.
-const GEN_SHIFT: u32 = C_OWNER_SHIFT + TID_BITS + 1;
-const GEN_MASK: u32 = !0 << GEN_SHIFT;
-
-/// Forks this process is a child of, counted by
-/// [`RawMutexCompact::forked`]. Relaxed: it is bumped in a just-forked
-/// child before any other thread of it exists.
-static FORK_GEN: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
-
-/// The generation bits of a wait list built now.
-#[inline]
-fn gen_bits() -> u32 {
-    FORK_GEN.load(Relaxed) << GEN_SHIFT
-}
-
 /// Whether an unlock that left the flags `f` must take the slow path: a
 /// waiter is queued and either none is awake (`WAITERS` without `WOKEN`)
 /// or the first one demanded a hand-off.
 #[inline(always)]
 fn wake_due(f: u32) -> bool {
     f & C_WAITERS != 0 && f & (C_WOKEN | C_HANDOFF) != C_WOKEN
-}
-
-/// Whether the owner word `w` describes a wait list built before this
-/// process was forked: one whose waiters exist only in the parent.
-#[inline]
-fn is_stale(w: u32) -> bool {
-    w & C_WAITERS != 0 && w & GEN_MASK != gen_bits()
 }
 
 /// A sleeping locker, on its own stack, linked into the wait list (links
@@ -150,9 +125,11 @@ impl Linked for Waiter {
 /// the releases by the word's modification order, the list by
 /// `wait_lock`).
 ///
-/// In a forked child ([`forked`](Self::forked)), a lock whose wait list
-/// was built before the fork leaves that list and its wait-list lock alone
-/// for good; its contenders poll the owner word instead of sleeping.
+/// In a forked child ([`forked`](Self::forked)), the waiters queued at the
+/// fork and a holder of `wait_lock` stayed in the parent: the wait list's
+/// generation (in the owner word) and `wait_lock`'s held value (tagged
+/// with its holder's generation) tell, and the first child thread to take
+/// `wait_lock` forgets them (`compact_fork.rs`).
 ///
 /// Driven without guards: the owner word says who holds it, so callers (a
 /// C API) need no place to keep one.
@@ -160,7 +137,8 @@ impl Linked for Waiter {
 pub struct RawMutexCompact {
     owner: AtomicU32,
     osq: Osq,
-    wait_lock: WaitLock,
+    /// Held with [`fork::wait_lock_tag`] (see `compact_fork.rs`).
+    wait_lock: YieldLock,
     spin: SpinStats,
     spare: [AtomicU32; 2],
     list: UnsafeCell<WaitList<Waiter>>,
@@ -187,7 +165,7 @@ impl RawMutexCompact {
         Self {
             owner: AtomicU32::new(0),
             osq: Osq::new(),
-            wait_lock: WaitLock::INIT,
+            wait_lock: YieldLock::INIT,
             spin: SpinStats::new(),
             spare: [AtomicU32::new(0), AtomicU32::new(0)],
             list: UnsafeCell::new(WaitList::new()),
@@ -380,7 +358,7 @@ impl RawMutexCompact {
             let owner = w & OWNER_MASK;
             if owner != 0 {
                 // Held, unless handed to us, or to a waiter that stayed
-                // in the parent of a fork (see lock_polling).
+                // in the parent of a fork (see compact_fork.rs).
                 if w & C_PICKUP == 0 || (owner != me && !is_stale(w)) {
                     return false;
                 }
@@ -423,46 +401,11 @@ impl RawMutexCompact {
         }
         self.adapt_contended();
         let got = (self.may_spin() && self.optimistic_spin(me, false, deadline))
-            || if is_stale(self.owner.load(Relaxed)) {
-                self.lock_polling(me, deadline)
-            } else {
-                self.lock_sleep(me, deadline)
-            };
+            || self.lock_sleep(me, deadline);
         if got {
             self.count_acquisition();
         }
         got
-    }
-
-    /// The slow path in a forked child, on a lock whose wait list was
-    /// built before the fork. Its waiters stayed in the parent, their
-    /// records lie on stacks the child may reuse for new threads, and one
-    /// of them may have been inside `wait_lock`: so neither the list nor
-    /// `wait_lock` is touched again, and contenders poll the owner word
-    /// instead, taking the lock when it is free or was handed to a waiter
-    /// that stayed behind (`try_lock_slow` allows both for a stale word).
-    /// Unlocks of such a lock wake nobody. A lock held by a thread that
-    /// stayed behind stays held, as with glibc's locks.
-    #[cold]
-    #[inline(never)]
-    fn lock_polling(&self, me: u32, deadline: Option<u64>) -> bool {
-        let mut n = 0u32;
-        loop {
-            if self.try_lock_slow(me, true) {
-                return true;
-            }
-            if deadline.is_some_and(|d| monotonic_ns() >= d) {
-                return false;
-            }
-            n = n.saturating_add(1);
-            if n < 64 {
-                cpu_relax();
-            } else if n < 128 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        }
     }
 
     /// Spin while the owner runs, within the lock's budget. A new locker
@@ -517,7 +460,7 @@ impl RawMutexCompact {
             id: me,
         };
         let wp: *const Waiter = &waiter;
-        self.wait_lock.lock();
+        self.lock_wait_list();
         // Unlockers that saw WAITERS wait for wait_lock: one more try.
         if self.try_lock_slow(me, false) {
             // SAFETY: we hold wait_lock.
@@ -584,10 +527,10 @@ impl RawMutexCompact {
                 && (self.try_lock_slow(me, true)
                     || (self.may_spin() && self.optimistic_spin(me, true, deadline)))
             {
-                self.wait_lock.lock();
+                self.lock_wait_list();
                 break true;
             }
-            self.wait_lock.lock();
+            self.lock_wait_list();
         };
         let was_first = unsafe { self.list_head() } == wp;
         let mut woke = false;
@@ -620,10 +563,11 @@ impl RawMutexCompact {
     #[inline(never)]
     fn unlock_slow(&self, flags: u32) {
         if is_stale(flags) {
-            // Nobody of this process waits (see lock_polling).
+            // Nobody of this process waits: a thread of it links itself
+            // only after the list's flags were cleared (compact_fork.rs).
             return;
         }
-        self.wait_lock.lock();
+        self.lock_wait_list();
         // SAFETY: we hold wait_lock.
         let head = unsafe { self.list_head() };
         let mut woke = false;
@@ -693,16 +637,6 @@ impl RawMutexCompact {
         }
     }
 
-    /// Tell the compact mutexes that this process is a child just forked.
-    /// A lock whose wait list was built before the fork (its waiters
-    /// exist only in the parent) then never touches that list or its
-    /// wait-list lock again: its contenders poll instead of sleeping
-    /// (`lock_polling`). Call it in the child before any other thread of
-    /// it starts: a `pthread_atfork` child handler.
-    pub fn forked() {
-        FORK_GEN.fetch_add(1, Relaxed);
-    }
-
     /// The hand-off bound: [`handoff_ns`] (under loom, the model's).
     #[cfg(not(loom))]
     #[inline]
@@ -747,6 +681,10 @@ impl core::fmt::Debug for RawMutexCompact {
 
 #[path = "compact_adapt.rs"]
 mod adapt;
+
+#[path = "compact_fork.rs"]
+mod fork;
+use fork::{gen_bits, is_stale, GEN_MASK};
 
 #[cfg(loom)]
 #[path = "compact_loom.rs"]

@@ -11,7 +11,7 @@ use crate::sync::Ordering::{Relaxed, Release};
 use crate::sync::{AtomicU32, UnsafeCell};
 use crate::sys::monotonic_ns;
 use crate::waitlist::WaitList;
-use crate::waitlock::{WaitLock, WaitLockRaw};
+use crate::waitlock::{WaitLockRaw, YieldLock};
 use core::sync::atomic::{AtomicBool, AtomicU32 as StdAtomicU32, AtomicU64, AtomicU8};
 
 /// A deliberately wrong compact mutex, so a model can show it catches the
@@ -81,7 +81,7 @@ impl RawMutexCompact {
         Self {
             owner: AtomicU32::new(0),
             osq: Osq::new(),
-            wait_lock: WaitLock::new_unlocked(),
+            wait_lock: YieldLock::new_unlocked(),
             spin: crate::oncpu::SpinStats::new(),
             spare: [AtomicU32::new(0), AtomicU32::new(0)],
             list: UnsafeCell::new(WaitList::new()),
@@ -123,7 +123,7 @@ impl RawMutexCompact {
     /// Loom only: whether the wait list is empty (takes wait_lock).
     #[doc(hidden)]
     pub fn wait_list_is_empty(&self) -> bool {
-        self.wait_lock.lock();
+        self.lock_wait_list();
         // SAFETY: we hold wait_lock.
         let empty = unsafe { self.list_head() }.is_null();
         // SAFETY: we hold wait_lock.

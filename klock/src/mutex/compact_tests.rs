@@ -3,6 +3,7 @@
 use super::*;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
+use std::time::Duration;
 
 #[test]
 fn zeroed_is_unlocked_and_spare_untouched() {
