@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# memcached on glibc's locks, on klock's (the preload) and on klock's with
+# the lock profile (KLOCK_STAT=1), alternating, under the same load from
+# memcached_load.c (which checks that no increment was lost).
+#
+# Usage: klock-preload/bench/memcached.sh [ROUNDS] [CLIENT_THREADS] [SECONDS] [SERVER_THREADS]
+#        (defaults 5 8 3 4), from the repository root after
+#        `cargo build --release`. Needs memcached and cc.
+# Prints each run's requests per second, then the medians and their ratios
+# to glibc's.
+set -euo pipefail
+
+rounds=${1:-5}
+clients=${2:-8}
+secs=${3:-3}
+workers=${4:-4}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+so="$root/target/release/libklock_preload.so"
+command -v memcached >/dev/null || { echo "memcached.sh: memcached is not installed" >&2; exit 2; }
+[ -f "$so" ] || { echo "memcached.sh: $so missing: run cargo build --release" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'kill $(cat "$tmp"/pid 2>/dev/null) 2>/dev/null || true; rm -rf "$tmp"' EXIT
+cc -O2 -o "$tmp/load" "$root/klock-preload/bench/memcached_load.c" -lpthread
+# Below the kernel's ephemeral range (32768 up), where the load's own
+# connections take their ports.
+port=$((12000 + $$ % 10000 * 2))
+
+# run NAME ENV...: one server under the given environment, one load run.
+run() {
+    local name=$1
+    shift
+    port=$((port + 1))
+    env "$@" memcached -u root -l 127.0.0.1 -p "$port" -t "$workers" -c 4096 \
+        2>"$tmp/$name.err" &
+    echo $! >"$tmp/pid"
+    for _ in $(seq 50); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+        sleep 0.05
+    done
+    local out
+    if ! out=$("$tmp/load" "$port" "$clients" "$secs"); then
+        echo "memcached.sh: $name: $out" >&2
+        echo "memcached.sh: the server said:" >&2
+        cat "$tmp/$name.err" >&2
+        exit 1
+    fi
+    kill -INT "$(cat "$tmp/pid")"
+    wait "$(cat "$tmp/pid")" 2>/dev/null || true
+    rm -f "$tmp/pid"
+    echo "$out" | awk -v n="$name" '{print n, $4}' >>"$tmp/results"
+    printf '%-12s %s\n' "$name" "$out"
+}
+
+echo "memcached $(memcached -V | cut -d' ' -f2), $workers worker threads; $clients client connections, $secs s a run; $(nproc) CPUs"
+for r in $(seq "$rounds"); do
+    run glibc
+    run klock LD_PRELOAD="$so"
+    run klock+stat LD_PRELOAD="$so" KLOCK_STAT=1
+done
+echo
+median() { # NAME: the median of its runs' requests per second
+    awk -v n="$1" '$1 == n { print $2 }' "$tmp/results" | sort -n |
+        awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+base=$(median glibc)
+for k in glibc klock klock+stat; do
+    m=$(median "$k")
+    awk -v k="$k" -v m="$m" -v b="$base" 'BEGIN { printf "median %-12s %10.0f req/s  %.3fx glibc\n", k, m, m / b }'
+done
