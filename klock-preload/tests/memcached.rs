@@ -77,8 +77,8 @@ fn memcached_serves_a_load_without_lost_updates() {
         .args([&port.to_string(), "8", "2"])
         .output()
         .expect("run memcached_load");
-    let report = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let report =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
 
     // SIGINT: memcached exits through exit(), which prints the profile.
     let _ = Command::new("kill")
@@ -111,7 +111,10 @@ fn memcached_serves_a_load_without_lost_updates() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     assert!(ops > 1000, "hardly any requests served: {report}");
-    assert!(status.code().is_some(), "memcached died by a signal: {status}\n{err}");
+    assert!(
+        status.code().is_some(),
+        "memcached died by a signal: {status}\n{err}"
+    );
     assert!(
         err.contains("klock: lock profile of memcached"),
         "no lock profile: the preload did not run in memcached\n{err}"

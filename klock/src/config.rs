@@ -24,7 +24,7 @@
 //!
 //! * **Run-time switches** take effect at the next slow path, at any time
 //!   ([`Config::owner_spin`], [`Config::spin_adapt`],
-//!   [`Config::rwsem_reader_spin`], [`Config::rwsem_adaptive`],
+//!   [`Config::mutex_lazy_wait`], [`Config::rwsem_reader_spin`], [`Config::rwsem_adaptive`],
 //!   [`Config::rwsem_reader_wait_ns`], [`Config::rt_spin`],
 //!   [`Config::rt_user_wait`], [`Config::bpf_hook`]). They are the same as
 //!   the setters of their modules (e.g. [`crate::mutex::set_owner_spin`]).
@@ -49,6 +49,7 @@
 //! |---|---|---|---|
 //! | `KLOCK_OWNER_SPIN` | [`Config::owner_spin`] | switch | on |
 //! | `KLOCK_SPIN_ADAPT` | [`Config::spin_adapt`] | switch | on |
+//! | `KLOCK_MUTEX_LAZY` | [`Config::mutex_lazy_wait`] | switch | on |
 //! | `KLOCK_RWSEM_RSPIN` | [`Config::rwsem_reader_spin`] | switch | on |
 //! | `KLOCK_RWSEM_ADAPTIVE` | [`Config::rwsem_adaptive`] | switch | on |
 //! | `KLOCK_RWSEM_READER_WAIT_NS` | [`Config::rwsem_reader_wait_ns`] | ns, or `max` | `max` (no bound) |
@@ -63,7 +64,9 @@
 //! Variables that only the `klock` command or the test suite read (not the
 //! library): `KLOCK_ONCPU` is also read by `klock` itself (unset: every
 //! plain benchmark runs under the budget oracle); `KLOCK_REQUIRE_BPF`
-//! (tests: a skipped eBPF test fails instead), `KLOCK_LOCKSTAT_CHILD` and
+//! (tests: a skipped eBPF test fails instead), `KLOCK_REQUIRE_MEMCACHED`
+//! (tests: the preload's memcached test fails where memcached is missing),
+//! `KLOCK_LOCKSTAT_CHILD` and
 //! `KLOCK_LOOM_BROKEN_WAKE_CHILD` (tests: marks a re-executed child
 //! process), `KLOCK_TEST_*` (unit tests).
 
@@ -121,6 +124,7 @@ pub enum SpinUnlock {
 pub struct Config {
     owner_spin: Option<bool>,
     spin_adapt: Option<bool>,
+    mutex_lazy_wait: Option<bool>,
     rwsem_reader_spin: Option<bool>,
     rwsem_adaptive: Option<bool>,
     rwsem_reader_wait_ns: Option<u64>,
@@ -152,6 +156,15 @@ impl Config {
     /// [`crate::spinadapt`]).
     pub fn spin_adapt(mut self, on: bool) -> Self {
         self.spin_adapt = Some(on);
+        self
+    }
+
+    /// Whether a mutex's first waiter that an unlock woke, and that lost
+    /// the lock to a thread that took it back, waits its lazy rounds on a
+    /// timer instead of asking the next unlock to wake it
+    /// (`KLOCK_MUTEX_LAZY`; see [`crate::mutex::lazy_wait`]).
+    pub fn mutex_lazy_wait(mut self, on: bool) -> Self {
+        self.mutex_lazy_wait = Some(on);
         self
     }
 
@@ -238,6 +251,9 @@ impl Config {
         }
         if let Some(on) = self.spin_adapt {
             SPIN_ADAPT.set(on);
+        }
+        if let Some(on) = self.mutex_lazy_wait {
+            MUTEX_LAZY.set(on);
         }
         if let Some(on) = self.rwsem_reader_spin {
             RWSEM_RSPIN.set(on);
@@ -418,6 +434,8 @@ impl Switch {
 pub(crate) static OWNER_SPIN: Switch = Switch::new("KLOCK_OWNER_SPIN");
 /// `KLOCK_SPIN_ADAPT`: [`crate::spinadapt::enabled`].
 pub(crate) static SPIN_ADAPT: Switch = Switch::new("KLOCK_SPIN_ADAPT");
+/// `KLOCK_MUTEX_LAZY`: [`crate::mutex::lazy_wait`].
+pub(crate) static MUTEX_LAZY: Switch = Switch::new("KLOCK_MUTEX_LAZY");
 /// `KLOCK_RT_SPIN`: [`crate::rtmutex::top_waiter_spin`].
 pub(crate) static RT_SPIN: Switch = Switch::new("KLOCK_RT_SPIN");
 /// `KLOCK_RT_USER_WAIT`: [`crate::rtmutex::user_wait`].

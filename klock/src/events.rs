@@ -166,6 +166,10 @@ lock_events! {
         MutexSleep = "sleep",
         /// An unlocker (or a leaving waiter) woke a sleeping first waiter.
         MutexWake = "wake",
+        /// A first waiter woken by an unlock lost the lock to a thread
+        /// that took it back, and sleeps its lazy rounds on a timer
+        /// ([`crate::mutex::LAZY_WAIT_NS`]) instead of asking to be woken.
+        MutexLazyWait = "lazy_wait",
         /// An unlocker handed the lock to the first waiter (`PICKUP`).
         MutexHandoff = "handoff",
         /// Did not spin: as many threads as CPUs-1 were already spinning

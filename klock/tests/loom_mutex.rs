@@ -50,6 +50,7 @@ probe_coverage!(Probe {
     timeouts,
     wake_next_on_leave,
     woken_skips,
+    lazy_waits,
 });
 
 /// What one thread does.
@@ -94,18 +95,21 @@ fn model<const S: u8, W: WaitLockRaw + 'static>(
     main_holds: bool,
     handoff_ns: u64,
 ) -> std::sync::Arc<Coverage> {
-    model_with::<S, W>(parts, main_holds, handoff_ns, false)
+    model_with::<S, W>(parts, main_holds, handoff_ns, false, 0)
 }
 
+/// [`model`] with a broken unlock or a lazy wait of `lazy_ns` a round.
 fn model_with<const S: u8, W: WaitLockRaw + 'static>(
     parts: &'static [Part],
     main_holds: bool,
     handoff_ns: u64,
     broken_unlock: bool,
+    lazy_ns: u64,
 ) -> std::sync::Arc<Coverage> {
     check(builder(), "", move |c: &Coverage| {
         let m = Arc::new(RawMutexWith::<S, W>::new());
         m.set_loom_handoff_ns(handoff_ns);
+        m.set_loom_lazy_ns(lazy_ns);
         if broken_unlock {
             m.set_loom_broken_unlock();
         }
@@ -250,9 +254,54 @@ fn spin_two_threads_two_rounds() {
 #[test]
 fn broken_unlock_lost_wakeup_is_caught() {
     let msg = expect_failure("loom should have found the lost wake-up", || {
-        model_with::<NO_OWNER_SPIN, YieldLock>(&[Part::Lock(1), Part::Lock(1)], true, NEVER, true);
+        model_with::<NO_OWNER_SPIN, YieldLock>(
+            &[Part::Lock(1), Part::Lock(1)],
+            true,
+            NEVER,
+            true,
+            0,
+        );
     });
     eprintln!("broken unlock: {msg}");
+}
+
+/// A lazy round: 2 clock readings (the loom clock advances 1 µs a read).
+const LAZY: u64 = 2_000;
+
+/// The lazy wait (`LazyWait`): a first waiter that an unlock woke and that
+/// lost the lock to another thread keeps `WOKEN` and sleeps its lazy
+/// rounds on a timer, so unlocks meanwhile wake nobody; it must still get
+/// the lock.
+#[test]
+fn lazy_first_waiter_is_not_lost() {
+    let cov = model_with::<NO_OWNER_SPIN, YieldLock>(
+        &[Part::Lock(0), Part::Lock(1), Part::Lock(1)],
+        true,
+        NEVER,
+        false,
+        LAZY,
+    );
+    assert!(cov.lazy_waits.load(Relaxed) > 0);
+}
+
+/// Broken: lazy rounds that never end (a round of `u64::MAX` ns) keep
+/// `WOKEN` set with no timer to re-check the lock: the waiter is never
+/// woken, which loom reports.
+#[test]
+fn broken_lazy_untimed_is_caught() {
+    let msg = expect_failure("loom should have found the lost wake-up", || {
+        model_with::<NO_OWNER_SPIN, YieldLock>(
+            &[Part::Lock(0), Part::Lock(1), Part::Lock(1)],
+            true,
+            NEVER,
+            false,
+            u64::MAX,
+        );
+    });
+    assert!(
+        msg.contains("maximum number of branches") || msg.contains("deadlock"),
+        "failed for another reason: {msg}"
+    );
 }
 
 /// The queued spinlock as wait_lock: same protocol, different lock.

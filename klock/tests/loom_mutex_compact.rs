@@ -3,7 +3,8 @@
 //! mutual exclusion with sleeping and spinning contenders, the lost
 //! wake-up race between a waiter going to sleep and the unlocker (and the
 //! one the `WOKEN` bit could add: a woken waiter that sleeps again), the
-//! hand-off to a starving first waiter, and a timed waiter that gives up.
+//! hand-off to a starving first waiter, a timed waiter that gives up, and
+//! the lazy first waiter that keeps `WOKEN` while it sleeps on a timer.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
@@ -44,6 +45,8 @@ struct Coverage {
     handoffs: AtomicU32,
     /// Timed attempts that gave up.
     timeouts: AtomicU32,
+    /// Series of lazy rounds begun (a woken first waiter lost the lock).
+    lazy_waits: AtomicU32,
 }
 
 impl Coverage {
@@ -53,6 +56,7 @@ impl Coverage {
             (&self.wakes_of_sleepers, &p.wakes_of_sleepers),
             (&self.wakes_of_awake, &p.wakes_of_awake),
             (&self.handoffs, &p.handoffs),
+            (&self.lazy_waits, &p.lazy_waits),
         ] {
             t.fetch_add(c.load(Relaxed), Relaxed);
         }
@@ -110,6 +114,8 @@ struct Setup {
     spin: bool,
     /// The lock's hand-off bound.
     handoff_ns: u64,
+    /// The first waiter's lazy round (0: no lazy wait).
+    lazy_ns: u64,
     broken: CompactBroken,
 }
 
@@ -120,6 +126,7 @@ const SLEEP: Setup = Setup {
     main_holds: true,
     spin: false,
     handoff_ns: NEVER,
+    lazy_ns: 0,
     broken: CompactBroken::None,
 };
 
@@ -132,6 +139,7 @@ fn model(parts: &'static [Part], s: Setup) -> std::sync::Arc<Coverage> {
         let m = Arc::new(RawMutexCompact::new());
         m.set_loom_spin(s.spin);
         m.set_loom_handoff_ns(s.handoff_ns);
+        m.set_loom_lazy_ns(s.lazy_ns);
         m.set_loom_broken(s.broken);
         let data = Arc::new(UnsafeCell::new(0u32));
         if s.main_holds {
@@ -174,8 +182,13 @@ fn is_hang(msg: &str) -> bool {
 /// The sleeping model of `parts` with the lock broken as `broken` must
 /// hang: a waiter nobody wakes.
 fn hangs(parts: &'static [Part], broken: CompactBroken) {
+    hangs_with(parts, Setup { broken, ..SLEEP });
+}
+
+/// [`hangs`] with another setup.
+fn hangs_with(parts: &'static [Part], s: Setup) {
     let msg = expect_model_failure("loom should have found the lost wake-up", || {
-        model(parts, Setup { broken, ..SLEEP });
+        model(parts, s);
     });
     assert!(is_hang(&msg), "failed for another reason: {msg}");
 }
@@ -279,6 +292,43 @@ fn broken_keep_woken_is_caught() {
     hangs(
         &[Part::Lock(0), Part::Lock(1), Part::Lock(1)],
         CompactBroken::KeepWoken,
+    );
+}
+
+// --- the lazy first waiter
+
+/// A lazy round: 2 clock readings (the loom clock advances 1 µs a read).
+const LAZY: u64 = 2_000;
+
+/// The lazy wait: a first waiter that an unlock woke and that lost the
+/// lock to another thread keeps `WOKEN` and sleeps its lazy rounds on a
+/// timer, so the unlocks meanwhile wake nobody; it must still get the
+/// lock, whether the lock is freed during a lazy round or after the
+/// rounds, when it sleeps until woken again.
+#[test]
+fn lazy_first_waiter_is_not_lost() {
+    let cov = model(
+        &[Part::Lock(0), Part::Lock(1), Part::Lock(1)],
+        Setup {
+            lazy_ns: LAZY,
+            ..SLEEP
+        },
+    );
+    // The race was reached: woken, then beaten to the lock.
+    assert!(cov.lazy_waits.load(Relaxed) > 0);
+}
+
+/// Broken: the lazy rounds keep `WOKEN` but sleep without the timer, so
+/// nobody wakes the waiter and it does not wake up on its own.
+#[test]
+fn broken_lazy_untimed_is_caught() {
+    hangs_with(
+        &[Part::Lock(0), Part::Lock(1), Part::Lock(1)],
+        Setup {
+            lazy_ns: LAZY,
+            broken: CompactBroken::LazyUntimed,
+            ..SLEEP
+        },
     );
 }
 

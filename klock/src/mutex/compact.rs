@@ -1,7 +1,7 @@
 //! The compact mutex, [`RawMutexCompact`]: the design of [`crate::mutex`]
 //! in 40 bytes.
 
-use super::{handoff_ns, owner_spin};
+use super::{handoff_ns, owner_spin, LazyWait};
 use crate::oncpu::{self, SpinStats, MAX_OWNER_BUDGETS};
 use crate::osq::Osq;
 use crate::ownerspin::OwnerSpin;
@@ -481,6 +481,7 @@ impl RawMutexCompact {
         let start = monotonic_ns();
         let mut first = false;
         let mut handoff_set = false;
+        let mut lazy = self.lazy_wait();
         let acquired = loop {
             if !first {
                 first = unsafe { self.list_head() } == wp;
@@ -497,11 +498,11 @@ impl RawMutexCompact {
             // wait_lock, so after this). (X, F) -> (X, F & !WOKEN).
             // Relaxed: the trylock below reads the word at or after this
             // RMW, so an unlock that still saw WOKEN is one we see as
-            // released.
+            // released. Not in a lazy round, whose sleep is timed.
             #[cfg(loom)]
-            let clears_woken = first && !self.loom_keeps_woken();
+            let clears_woken = first && !lazy.active() && !self.loom_keeps_woken();
             #[cfg(not(loom))]
-            let clears_woken = first;
+            let clears_woken = first && !lazy.active();
             if clears_woken && self.owner.load(Relaxed) & C_WOKEN != 0 {
                 self.owner.fetch_and(!C_WOKEN, Relaxed);
             }
@@ -518,9 +519,14 @@ impl RawMutexCompact {
             }
             // SAFETY: we hold wait_lock.
             unsafe { self.wait_lock.unlock() };
-            park(&waiter.state, None, deadline, false);
+            #[cfg(not(loom))]
+            let park_deadline = lazy.park_deadline(deadline, monotonic_ns);
+            #[cfg(loom)]
+            let park_deadline = self.loom_lazy_deadline(&lazy, deadline);
+            park(&waiter.state, None, park_deadline, false);
+            let woken = waiter.state.load(Relaxed) == W_WOKEN;
             // Only the first waiter is ever woken, and it stays first.
-            if !first && waiter.state.load(Relaxed) == W_WOKEN {
+            if !first && woken {
                 first = true;
             }
             if first
@@ -529,6 +535,12 @@ impl RawMutexCompact {
             {
                 self.lock_wait_list();
                 break true;
+            }
+            if first && lazy.lost(woken) {
+                #[cfg(not(loom))]
+                crate::events::inc(crate::events::Event::MutexLazyWait);
+                #[cfg(loom)]
+                self.loom_count_lazy();
             }
             self.lock_wait_list();
         };
@@ -635,6 +647,14 @@ impl RawMutexCompact {
         } else {
             false
         }
+    }
+
+    /// The first waiter's lazy wait ([`LazyWait`]; under loom, the
+    /// model's).
+    #[cfg(not(loom))]
+    #[inline]
+    fn lazy_wait(&self) -> LazyWait {
+        LazyWait::from_config()
     }
 
     /// The hand-off bound: [`handoff_ns`] (under loom, the model's).

@@ -5,7 +5,7 @@
 //! reject. The lock calls in here from a few one-line hooks, each under
 //! `#[cfg(loom)]`.
 
-use super::{wake_due, RawMutexCompact, C_HANDOFF, OWNER_MASK};
+use super::{wake_due, LazyWait, RawMutexCompact, C_HANDOFF, OWNER_MASK};
 use crate::osq::Osq;
 use crate::sync::Ordering::{Relaxed, Release};
 use crate::sync::{AtomicU32, UnsafeCell};
@@ -44,6 +44,10 @@ pub enum CompactBroken {
     /// unlocks then take it for awake and skip the wake-up (the lost
     /// wake-up the `WOKEN` bit could cause).
     KeepWoken,
+    /// The lazy first waiter keeps `WOKEN` but sleeps its lazy rounds
+    /// without a timer: nobody wakes it, and it does not wake up on its
+    /// own (the lost wake-up that the lazy wait's timer prevents).
+    LazyUntimed,
 }
 
 /// Loom-only record of the rare paths one model execution took. Plain std
@@ -60,6 +64,9 @@ pub struct CompactProbe {
     pub wakes_of_awake: StdAtomicU32,
     /// Unlocks that handed the lock to the first waiter (`PICKUP`).
     pub handoffs: StdAtomicU32,
+    /// Series of lazy rounds a first waiter began (woken, then lost the
+    /// lock).
+    pub lazy_waits: StdAtomicU32,
 }
 
 /// The loom-only state a compact mutex carries in models.
@@ -71,6 +78,8 @@ pub(super) struct LoomState {
     handoff_ns: AtomicU64,
     /// Contenders never spin on the owner (they sleep at once).
     no_spin: AtomicBool,
+    /// The first waiter's lazy round in ns (0, the default: no lazy wait).
+    lazy_ns: AtomicU64,
     /// A [`CompactBroken`], as `u8`.
     broken: AtomicU8,
 }
@@ -89,6 +98,7 @@ impl RawMutexCompact {
                 probe: CompactProbe::default(),
                 handoff_ns: AtomicU64::new(u64::MAX),
                 no_spin: AtomicBool::new(false),
+                lazy_ns: AtomicU64::new(0),
                 broken: AtomicU8::new(CompactBroken::None as u8),
             },
         }
@@ -112,6 +122,13 @@ impl RawMutexCompact {
     #[doc(hidden)]
     pub fn set_loom_spin(&self, on: bool) {
         self.loom.no_spin.store(!on, Relaxed);
+    }
+
+    /// Loom only: the first waiter's lazy round in ns (0: no lazy wait,
+    /// the default in models; see [`super::super::LazyWait`]).
+    #[doc(hidden)]
+    pub fn set_loom_lazy_ns(&self, ns: u64) {
+        self.loom.lazy_ns.store(ns, Relaxed);
     }
 
     /// Loom only: make this lock deliberately wrong (see [`CompactBroken`]).
@@ -139,6 +156,26 @@ impl RawMutexCompact {
     #[inline]
     pub(super) fn handoff_bound(&self) -> u64 {
         crate::sync::loom_tunable(&self.loom.handoff_ns, super::handoff_ns)
+    }
+
+    /// The first waiter's lazy wait, as the model set it.
+    pub(super) fn lazy_wait(&self) -> LazyWait {
+        LazyWait::new(self.loom.lazy_ns.load(Relaxed))
+    }
+
+    /// Count a series of lazy rounds begun.
+    pub(super) fn loom_count_lazy(&self) {
+        self.loom.probe.lazy_waits.fetch_add(1, Relaxed);
+    }
+
+    /// [`CompactBroken::LazyUntimed`]: the deadline of a lazy round's
+    /// sleep (`None`, untimed, when broken).
+    pub(super) fn loom_lazy_deadline(&self, lazy: &LazyWait, deadline: Option<u64>) -> Option<u64> {
+        if lazy.active() && self.is_broken(CompactBroken::LazyUntimed) {
+            // BROKEN: WOKEN kept, and no timer to re-check the lock.
+            return deadline;
+        }
+        lazy.park_deadline(deadline, monotonic_ns)
     }
 
     /// Whether the model switched spinning off for this lock.

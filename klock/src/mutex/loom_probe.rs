@@ -31,6 +31,9 @@ pub struct Probe {
     /// Unlocks with waiters that skipped `wait_lock` because `WOKEN` said
     /// the first waiter was awake.
     pub woken_skips: std::sync::atomic::AtomicU32,
+    /// Series of lazy rounds a first waiter began (woken, then lost the
+    /// lock).
+    pub lazy_waits: std::sync::atomic::AtomicU32,
 }
 
 impl Probe {
@@ -50,6 +53,16 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     #[doc(hidden)]
     pub fn set_loom_handoff_ns(&self, ns: u64) {
         self.loom_handoff_ns
+            .store(ns, core::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Loom only: this lock's lazy round in ns (0: no lazy wait, the
+    /// default in models; see [`super::LazyWait`]). `u64::MAX` is the
+    /// broken variant: rounds that never end, so the waiter keeps `WOKEN`
+    /// with no timer.
+    #[doc(hidden)]
+    pub fn set_loom_lazy_ns(&self, ns: u64) {
+        self.loom_lazy_ns
             .store(ns, core::sync::atomic::Ordering::Relaxed);
     }
 

@@ -125,7 +125,7 @@
 //! modification order (the lost-wake-up argument needs nothing more), and
 //! the list they describe is protected by `wait_lock`.
 
-use crate::config::OWNER_SPIN as GLOBAL_SPIN;
+use crate::config::{MUTEX_LAZY, OWNER_SPIN as GLOBAL_SPIN};
 #[cfg(not(loom))]
 use crate::events::{self, Event};
 use crate::oncpu::{self, SpinStats};
@@ -215,6 +215,103 @@ pub fn owner_spin() -> bool {
 /// /debug/sched_features`). Takes effect at the next slow-path lock.
 pub fn set_owner_spin(on: bool) {
     GLOBAL_SPIN.set(on);
+}
+
+/// How long a lazy first waiter sleeps per round before it tries the
+/// lock again (see [`LazyWait`]).
+pub const LAZY_WAIT_NS: u64 = 20_000;
+/// Lazy rounds after each wake-up that lost the lock (see [`LazyWait`]).
+pub const LAZY_WAIT_ROUNDS: u32 = 2;
+
+/// Whether first waiters wait lazily ([`LazyWait`]). On unless the
+/// environment says `KLOCK_MUTEX_LAZY=0` (read once) or
+/// [`set_lazy_wait`]`(false)` was called.
+#[inline]
+pub fn lazy_wait() -> bool {
+    MUTEX_LAZY.get()
+}
+
+/// Turn the first waiters' lazy wait on or off for all mutexes (the full
+/// and the compact one). Takes effect at the next wake-up.
+pub fn set_lazy_wait(on: bool) {
+    MUTEX_LAZY.set(on);
+}
+
+/// The first waiter's lazy wait, a userspace addition to the kernel's
+/// design (both [`RawMutex`] and [`RawMutexCompact`] use it).
+///
+/// A first waiter that an unlock woke (`WOKEN`) and that then finds the
+/// lock taken again (a running thread re-took it: barging) would, in the
+/// kernel's design, clear `WOKEN` and sleep until the next unlock wakes
+/// it, and that unlock comes at once: the running thread releases the
+/// lock again a few nanoseconds later. So the running thread pays a
+/// `FUTEX_WAKE` that really wakes a thread (an inter-processor
+/// interrupt; on a virtual machine an exit to the hypervisor) each time
+/// the waiter goes back to sleep, tens of thousands of times a second on
+/// a hot lock. Instead the waiter keeps `WOKEN` set, so unlocks stay on
+/// their fast path, and sleeps [`LAZY_WAIT_NS`] on a timer, then tries
+/// again, up to [`LAZY_WAIT_ROUNDS`] times; after that it clears `WOKEN`
+/// and sleeps until woken, as the kernel's waiter does. Keeping `WOKEN`
+/// set while asleep is safe only because the sleep is timed: the waiter
+/// re-checks the lock on its own (an untimed sleep with `WOKEN` set is
+/// the lost wake-up that the loom models reject). A hand-off demand
+/// (`HANDOFF`) still makes the unlock wake it. The cost: a lock freed
+/// while its first waiter sleeps a lazy round is taken up to
+/// [`LAZY_WAIT_NS`] late, unless someone else takes it first.
+#[derive(Debug)]
+pub(crate) struct LazyWait {
+    rounds: u32,
+    ns: u64,
+}
+
+impl LazyWait {
+    /// Lazy rounds of `ns` each (0: never lazy).
+    pub(crate) fn new(ns: u64) -> Self {
+        Self { rounds: 0, ns }
+    }
+
+    /// The setting in force: [`LAZY_WAIT_NS`] if [`lazy_wait`], else off.
+    #[cfg(not(loom))]
+    pub(crate) fn from_config() -> Self {
+        Self::new(if lazy_wait() { LAZY_WAIT_NS } else { 0 })
+    }
+
+    /// Whether this round is lazy: the first waiter keeps `WOKEN` and
+    /// sleeps on a timer.
+    #[inline]
+    pub(crate) fn active(&self) -> bool {
+        self.rounds > 0
+    }
+
+    /// The deadline of this round's sleep: the caller's, or the end of a
+    /// lazy round if that is sooner.
+    pub(crate) fn park_deadline(
+        &self,
+        deadline: Option<u64>,
+        now: impl FnOnce() -> u64,
+    ) -> Option<u64> {
+        if !self.active() {
+            return deadline;
+        }
+        let end = now().saturating_add(self.ns);
+        Some(deadline.map_or(end, |d| d.min(end)))
+    }
+
+    /// The first waiter slept and then failed to take the lock; `woken`:
+    /// an unlock had woken it. Starts the lazy rounds after a wake-up,
+    /// else counts one down; returns whether a new series started.
+    pub(crate) fn lost(&mut self, woken: bool) -> bool {
+        if self.ns == 0 {
+            return false;
+        }
+        if woken {
+            self.rounds = LAZY_WAIT_ROUNDS;
+            true
+        } else {
+            self.rounds = self.rounds.saturating_sub(1);
+            false
+        }
+    }
 }
 
 /// How long (ns) the first waiter waits before it demands a hand-off.
@@ -317,6 +414,10 @@ pub struct RawMutexWith<const SPIN: u8, W: WaitLockRaw = WaitLock> {
     /// global.
     #[cfg(loom)]
     loom_handoff_ns: core::sync::atomic::AtomicU64,
+    /// Loom only: this lock's lazy round in ns (0, the default in models:
+    /// no lazy wait; see [`LazyWait`]).
+    #[cfg(loom)]
+    loom_lazy_ns: core::sync::atomic::AtomicU64,
     /// Loom only: a deliberately broken unlock (see `set_loom_broken_unlock`).
     #[cfg(loom)]
     loom_broken_unlock: core::sync::atomic::AtomicBool,
@@ -363,6 +464,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             list: UnsafeCell::new(WaitList::new()),
             probe: Probe::default(),
             loom_handoff_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
+            loom_lazy_ns: core::sync::atomic::AtomicU64::new(0),
             loom_broken_unlock: core::sync::atomic::AtomicBool::new(false),
             loom_broken_handoff: core::sync::atomic::AtomicBool::new(false),
         }

@@ -6,8 +6,8 @@
 #[cfg(loom)]
 use super::Probe;
 use super::{
-    handoff_ns, tid_of, RawMutexWith, Waiter, FLAGS, HANDOFF, MAX_OWNER_BUDGETS, OWNER_MASK,
-    PICKUP, WAITERS, WOKEN, WW, W_PARKED, W_WAITING, W_WOKEN,
+    handoff_ns, tid_of, LazyWait, RawMutexWith, Waiter, FLAGS, HANDOFF, MAX_OWNER_BUDGETS,
+    OWNER_MASK, PICKUP, WAITERS, WOKEN, WW, W_PARKED, W_WAITING, W_WOKEN,
 };
 use crate::events::{self, Event};
 use crate::oncpu;
@@ -287,6 +287,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         let handoff_after = self.handoff_bound();
         let mut first = false;
         let mut handoff_set = false;
+        let mut lazy = self.lazy_wait();
 
         let acquired = loop {
             // Holding wait_lock here.
@@ -311,8 +312,9 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             // find WAITERS without WOKEN and set W_WOKEN (under wait_lock,
             // so after this). (X, F) -> (X, F & !WOKEN). Relaxed: the
             // trylock below reads the word at or after this RMW, so an
-            // unlock that still saw WOKEN is one we see as released.
-            if first && self.owner.load(Relaxed) & WOKEN != 0 {
+            // unlock that still saw WOKEN is one we see as released. Not
+            // in a lazy round, whose sleep is timed (see LazyWait).
+            if first && !lazy.active() && self.owner.load(Relaxed) & WOKEN != 0 {
                 self.owner.fetch_and(!WOKEN, Relaxed);
             }
             waiter.state.store(W_WAITING, Relaxed);
@@ -325,7 +327,12 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             // SAFETY: we hold wait_lock.
             unsafe { self.wait_lock.unlock() };
 
-            if park(&waiter.state, None, deadline, false) {
+            if park(
+                &waiter.state,
+                None,
+                lazy.park_deadline(deadline, monotonic_ns),
+                false,
+            ) {
                 events::inc(Event::MutexSleep);
                 #[cfg(loom)]
                 Probe::hit(&self.probe.sleeps);
@@ -333,7 +340,8 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
 
             // Only the first waiter is ever woken, and it stays first
             // (waiters ahead of it can only leave).
-            if !first && waiter.state.load(Relaxed) == W_WOKEN {
+            let woken = waiter.state.load(Relaxed) == W_WOKEN;
+            if !first && woken {
                 first = true;
             }
             if first
@@ -342,6 +350,11 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             {
                 self.wait_lock.lock();
                 break true;
+            }
+            if first && lazy.lost(woken) {
+                events::inc(Event::MutexLazyWait);
+                #[cfg(loom)]
+                Probe::hit(&self.probe.lazy_waits);
             }
             self.wait_lock.lock();
         };
@@ -379,6 +392,15 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         }
         core::mem::forget(bomb);
         acquired
+    }
+
+    /// The first waiter's lazy wait for this lock ([`LazyWait`]).
+    #[inline]
+    fn lazy_wait(&self) -> LazyWait {
+        #[cfg(loom)]
+        return LazyWait::new(self.loom_lazy_ns.load(Relaxed));
+        #[cfg(not(loom))]
+        LazyWait::from_config()
     }
 
     /// The hand-off bound for this lock.
