@@ -125,7 +125,7 @@ impl RawMutexCompact {
     }
 
     /// Loom only: the first waiter's lazy round in ns (0: no lazy wait,
-    /// the default in models; see [`super::super::LazyWait`]).
+    /// the default in models; see [`super::super::lazy_wait`]).
     #[doc(hidden)]
     pub fn set_loom_lazy_ns(&self, ns: u64) {
         self.loom.lazy_ns.store(ns, Relaxed);

@@ -57,7 +57,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     }
 
     /// Loom only: this lock's lazy round in ns (0: no lazy wait, the
-    /// default in models; see [`super::LazyWait`]). `u64::MAX` is the
+    /// default in models; see [`super::lazy_wait`]). `u64::MAX` is the
     /// broken variant: rounds that never end, so the waiter keeps `WOKEN`
     /// with no timer.
     #[doc(hidden)]

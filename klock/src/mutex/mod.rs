@@ -218,27 +218,16 @@ pub fn set_owner_spin(on: bool) {
 }
 
 /// How long a lazy first waiter sleeps per round before it tries the
-/// lock again (see [`LazyWait`]).
+/// lock again (see [`lazy_wait`]).
 pub const LAZY_WAIT_NS: u64 = 20_000;
-/// Lazy rounds after each wake-up that lost the lock (see [`LazyWait`]).
+/// Lazy rounds after each wake-up that lost the lock (see [`lazy_wait`]).
 pub const LAZY_WAIT_ROUNDS: u32 = 2;
 
-/// Whether first waiters wait lazily ([`LazyWait`]). On unless the
-/// environment says `KLOCK_MUTEX_LAZY=0` (read once) or
-/// [`set_lazy_wait`]`(false)` was called.
-#[inline]
-pub fn lazy_wait() -> bool {
-    MUTEX_LAZY.get()
-}
-
-/// Turn the first waiters' lazy wait on or off for all mutexes (the full
-/// and the compact one). Takes effect at the next wake-up.
-pub fn set_lazy_wait(on: bool) {
-    MUTEX_LAZY.set(on);
-}
-
-/// The first waiter's lazy wait, a userspace addition to the kernel's
-/// design (both [`RawMutex`] and [`RawMutexCompact`] use it).
+/// Whether mutex first waiters wait lazily (the default; a userspace
+/// addition to the kernel's design, in both [`RawMutex`] and
+/// [`RawMutexCompact`]). On unless the environment says
+/// `KLOCK_MUTEX_LAZY=0` (read once) or [`set_lazy_wait`]`(false)` was
+/// called.
 ///
 /// A first waiter that an unlock woke (`WOKEN`) and that then finds the
 /// lock taken again (a running thread re-took it: barging) would, in the
@@ -248,7 +237,7 @@ pub fn set_lazy_wait(on: bool) {
 /// `FUTEX_WAKE` that really wakes a thread (an inter-processor
 /// interrupt; on a virtual machine an exit to the hypervisor) each time
 /// the waiter goes back to sleep, tens of thousands of times a second on
-/// a hot lock. Instead the waiter keeps `WOKEN` set, so unlocks stay on
+/// a hot lock. Lazily, the waiter keeps `WOKEN` set, so unlocks stay on
 /// their fast path, and sleeps [`LAZY_WAIT_NS`] on a timer, then tries
 /// again, up to [`LAZY_WAIT_ROUNDS`] times; after that it clears `WOKEN`
 /// and sleeps until woken, as the kernel's waiter does. Keeping `WOKEN`
@@ -258,6 +247,19 @@ pub fn set_lazy_wait(on: bool) {
 /// (`HANDOFF`) still makes the unlock wake it. The cost: a lock freed
 /// while its first waiter sleeps a lazy round is taken up to
 /// [`LAZY_WAIT_NS`] late, unless someone else takes it first.
+#[inline]
+pub fn lazy_wait() -> bool {
+    MUTEX_LAZY.get()
+}
+
+/// Turn the first waiters' lazy wait ([`lazy_wait`]) on or off for all
+/// mutexes (the full and the compact one). Takes effect at the next
+/// wake-up.
+pub fn set_lazy_wait(on: bool) {
+    MUTEX_LAZY.set(on);
+}
+
+/// One first waiter's lazy rounds (see [`lazy_wait`]).
 #[derive(Debug)]
 pub(crate) struct LazyWait {
     rounds: u32,
