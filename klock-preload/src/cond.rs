@@ -26,22 +26,26 @@
 //! restored after it (glibc would release one level only, and wait
 //! forever).
 //!
-//! The waits are cancellation points at their edges: each calls
-//! `pthread_testcancel` on entry (the caller holds the mutex) and on
-//! return, once it holds the mutex again, so a cancelled waiter's cleanup
-//! handlers run with the mutex held, as POSIX requires. The futex wait
-//! itself is not one: glibc acts on a deferred cancellation inside its
-//! own system call wrappers only, and an asynchronous one would unwind
-//! through this library before the mutex is taken back. So a cancelled
-//! thread acts on it when its wait next returns (a signal, a broadcast,
-//! its timeout, or a spurious wake-up), not at once. These functions are
-//! `extern "C-unwind"`, and nothing in their own frames needs dropping
-//! when `pthread_testcancel` unwinds through them.
+//! The waits are cancellation points, as glibc's are: on entry, during
+//! the futex wait, and on return. During the wait the thread's
+//! cancellation type is asynchronous (as glibc makes it around its own
+//! blocking system calls), with a cleanup handler registered through
+//! glibc's `_pthread_cleanup_push`: a cancellation that arrives then
+//! unwinds the thread from the system call, and the handler, run as the
+//! unwinding leaves the waiting frame, finishes the wait (leaves the
+//! waiter count, passes on a wake-up the waiter may have taken, takes the
+//! mutex back) before the program's own cleanup handlers run, so those
+//! find the mutex held, as POSIX requires. The frames the unwinding
+//! passes through in this library hold nothing to drop (the exported
+//! waits are `extern "C-unwind"`, and neither they nor the waiting frame
+//! have destructors or `catch_unwind` pending while they block). On
+//! entry and return, `pthread_testcancel` acts on a request that is
+//! already pending (on return, with the mutex held again).
 
 use crate::guarded;
-use crate::mutex::{reacquire, release_for_wait};
+use crate::mutex::{reacquire, release_for_wait, Released};
 use crate::time::time_left;
-use core::ffi::c_int;
+use core::ffi::{c_int, c_void};
 use core::sync::atomic::{
     AtomicU32,
     Ordering::{Acquire, Relaxed, Release, SeqCst},
@@ -69,7 +73,37 @@ extern "C-unwind" {
     /// glibc's: unwinds (cancels the thread) if a cancellation is pending
     /// and enabled, else returns.
     fn pthread_testcancel();
+    /// glibc's: sets the calling thread's cancellation type; switching to
+    /// asynchronous with a request pending cancels at once (unwinds).
+    fn pthread_setcanceltype(kind: c_int, old: *mut c_int) -> c_int;
 }
+
+extern "C" {
+    /// glibc's (exported since 2.2.5, the form behind `pthread_cleanup_push`
+    /// without exceptions): links `buf` into the thread's cleanup list; a
+    /// cancellation that unwinds past the frame holding `buf` calls
+    /// `routine(arg)` first.
+    fn _pthread_cleanup_push(
+        buf: *mut CleanupBuffer,
+        routine: unsafe extern "C" fn(*mut c_void),
+        arg: *mut c_void,
+    );
+    /// glibc's: unlinks `buf`, calling its routine if `execute` is non-zero.
+    fn _pthread_cleanup_pop(buf: *mut CleanupBuffer, execute: c_int);
+}
+
+/// glibc's `struct _pthread_cleanup_buffer` (`<pthread.h>`): filled in by
+/// `_pthread_cleanup_push`.
+#[repr(C)]
+struct CleanupBuffer {
+    routine: Option<unsafe extern "C" fn(*mut c_void)>,
+    arg: *mut c_void,
+    canceltype: c_int,
+    prev: *mut CleanupBuffer,
+}
+
+/// glibc's `PTHREAD_CANCEL_ASYNCHRONOUS`.
+const PTHREAD_CANCEL_ASYNCHRONOUS: c_int = 1;
 
 /// A cancellation point: acts on a pending cancellation request.
 #[inline]
@@ -100,47 +134,175 @@ impl Cond {
         }
     }
 
-    /// Release `m`, wait for a signal on `seq` (at most `left`), take `m`
-    /// back. 0, `ETIMEDOUT`, or an error of the mutex (`EPERM`, glibc's
-    /// `EOWNERDEAD`).
+    /// The first part of a wait: enter it (count ourselves a waiter, read
+    /// `seq`), then release `m`. The mutex's error (`EPERM`) if the caller
+    /// does not hold it; nothing changed then.
     ///
     /// # Safety
     /// `m` is null or a live mutex.
-    unsafe fn wait(&self, m: *mut pthread_mutex_t, left: Option<Duration>) -> c_int {
+    unsafe fn enter(&self, m: *mut pthread_mutex_t) -> Result<(u32, Released), c_int> {
         // SeqCst pair with notify (module docs).
         self.waiters.fetch_add(1, SeqCst);
         let s = self.seq.load(SeqCst);
         // SAFETY: the caller's contract.
-        let released = match unsafe { release_for_wait(m) } {
-            Ok(r) => r,
+        match unsafe { release_for_wait(m) } {
+            Ok(r) => Ok((s, r)),
             Err(e) => {
-                // Release: as below.
+                // Release: as in leave.
                 self.waiters.fetch_sub(1, Release);
-                return e;
+                Err(e)
             }
-        };
-        let timed_out = match left {
-            Some(d) if d.is_zero() => true,
-            _ => {
-                let ts = left.map(|d| rustix::time::Timespec {
-                    tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
-                    tv_nsec: d.subsec_nanos().into(),
-                });
-                let end = left.and_then(|d| Instant::now().checked_add(d));
-                // A mismatch (a signal came first) or EINTR is a wake-up.
-                let r = futex::wait(&self.seq, self.futex_flags(), s, ts.as_ref());
-                r == Err(rustix::io::Errno::TIMEDOUT) || end.is_some_and(|e| Instant::now() >= e)
-            }
-        };
+        }
+    }
+
+    /// The last part of a wait: leave it and take `m` back. 0, or an
+    /// error of the mutex (glibc's `EOWNERDEAD`).
+    ///
+    /// # Safety
+    /// The caller entered with `m`, which [`enter`](Self::enter) released.
+    unsafe fn leave(&self, m: *mut pthread_mutex_t, released: Released) -> c_int {
         // Release pairs with destroy's Acquire load: our last access to
         // the condition variable comes before its memory may be reused.
         self.waiters.fetch_sub(1, Release);
-        // SAFETY: the mutex released above.
-        match unsafe { reacquire(m, released) } {
+        // SAFETY: the caller's contract.
+        unsafe { reacquire(m, released) }
+    }
+
+    /// The futex operation of a wait on `seq`.
+    fn futex_wait_op(&self) -> c_int {
+        // Relaxed: written by init before the program shares the object.
+        if self.flags.load(Relaxed) & PSHARED != 0 {
+            libc::FUTEX_WAIT
+        } else {
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG
+        }
+    }
+}
+
+/// What a waiter cancelled during its futex wait still has to do, for the
+/// cleanup handler ([`finish_cancelled`]). On the waiting frame's stack.
+struct Waiting {
+    cond: *const Cond,
+    m: *mut pthread_mutex_t,
+    released: Released,
+}
+
+/// The cleanup handler of a cancelled wait, called by glibc's unwinder as
+/// it leaves the waiting frame: pass on a wake-up the waiter may have
+/// taken (POSIX: a cancelled waiter must not swallow a signal; another
+/// waiter may wake spuriously instead), leave the wait and take the mutex
+/// back, before the program's cleanup handlers run.
+///
+/// # Safety
+/// `arg` is the [`Waiting`] of the frame being unwound.
+unsafe extern "C" fn finish_cancelled(arg: *mut c_void) {
+    // SAFETY: the caller's contract: the frame is still on the stack.
+    let w = unsafe { &*arg.cast::<Waiting>() };
+    // SAFETY: the waiter counts itself in `waiters`, so destroy has not
+    // returned and the condition variable is live.
+    let c = unsafe { &*w.cond };
+    let _ = futex::wake(&c.seq, c.futex_flags(), 1);
+    // SAFETY: entered with `w.m`, released by enter.
+    let _ = unsafe { c.leave(w.m, w.released) };
+}
+
+/// Sleep on `c.seq` while it holds `s` (at most `left`), as a cancellation
+/// point (module docs). Whether the wait timed out. Holds nothing to drop
+/// while it blocks: a cancellation unwinds through this frame.
+///
+/// # Safety
+/// `w` describes the caller's entered wait on `c`.
+unsafe fn futex_wait_cancellable(c: &Cond, s: u32, left: Option<Duration>, w: &Waiting) -> bool {
+    let ts = left.map(|d| timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos().into(),
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(core::ptr::null(), |t| t as *const timespec);
+    let mut buf = CleanupBuffer {
+        routine: None,
+        arg: core::ptr::null_mut(),
+        canceltype: 0,
+        prev: core::ptr::null_mut(),
+    };
+    let mut old = 0;
+    // SAFETY: `buf` stays on this frame until popped below, or until a
+    // cancellation unwinds past this frame (which runs the handler first);
+    // `w` outlives both.
+    let err = unsafe {
+        _pthread_cleanup_push(
+            &mut buf,
+            finish_cancelled,
+            (w as *const Waiting).cast_mut().cast(),
+        );
+        pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &mut old);
+        // A mismatch (a signal came first) or EINTR is a wake-up. Through
+        // glibc's `syscall()`, not rustix: the cancellation signal lands
+        // in the system call, and the unwinder needs that frame's unwind
+        // information, which a C function has at every instruction
+        // (rustix would make the call inline, in this frame).
+        let r = libc::syscall(
+            libc::SYS_futex,
+            c.seq.as_ptr(),
+            c.futex_wait_op(),
+            s,
+            ts_ptr,
+            0usize,
+            0u32,
+        );
+        let err = if r < 0 { *libc::__errno_location() } else { 0 };
+        pthread_setcanceltype(old, core::ptr::null_mut());
+        _pthread_cleanup_pop(&mut buf, 0);
+        err
+    };
+    err == libc::ETIMEDOUT
+}
+
+/// A whole wait on `c` with `m`, at most `left` (`Some(ZERO)`: time out at
+/// once, after releasing and retaking `m`): 0, `ETIMEDOUT` (`m` is locked
+/// again either way), or the mutex's error (`EPERM`: no wait).
+///
+/// # Safety
+/// `c` and `m` are live objects.
+unsafe fn wait(c: &Cond, m: *mut pthread_mutex_t, left: Option<Duration>) -> c_int {
+    let mut entered = None;
+    let rc = guarded(|| {
+        // SAFETY: the caller's contract.
+        match unsafe { c.enter(m) } {
+            Ok(e) => {
+                entered = Some(e);
+                0
+            }
+            Err(e) => e,
+        }
+    });
+    let Some((s, released)) = entered else {
+        return rc;
+    };
+    let timed_out = match left {
+        Some(d) if d.is_zero() => true,
+        _ => {
+            let end = left.and_then(|d| Instant::now().checked_add(d));
+            let w = Waiting {
+                cond: c,
+                m,
+                released,
+            };
+            // Not inside `guarded`: a cancellation unwinds from here, and
+            // must not meet a `catch_unwind`.
+            // SAFETY: `w` describes the wait just entered.
+            let timed_out = unsafe { futex_wait_cancellable(c, s, left, &w) };
+            timed_out || end.is_some_and(|e| Instant::now() >= e)
+        }
+    };
+    guarded(|| {
+        // SAFETY: entered with `m` above.
+        match unsafe { c.leave(m, released) } {
             0 if timed_out => libc::ETIMEDOUT,
             rc => rc,
         }
-    }
+    })
 }
 
 /// The condition variable in `c`, or `EINVAL` for null.
@@ -237,14 +399,12 @@ pub unsafe extern "C-unwind" fn pthread_cond_wait(
     m: *mut pthread_mutex_t,
 ) -> c_int {
     testcancel();
-    let rc = guarded(|| {
+    // SAFETY: the caller's contract.
+    let rc = match unsafe { get(c) } {
         // SAFETY: the caller's contract.
-        match unsafe { get(c) } {
-            // SAFETY: the caller's contract.
-            Ok(c) => unsafe { c.wait(m, None) },
-            Err(e) => e,
-        }
-    });
+        Ok(c) => unsafe { wait(c, m, None) },
+        Err(e) => e,
+    };
     testcancel();
     rc
 }
@@ -259,21 +419,29 @@ unsafe fn timed(
     clock: Option<libc::clockid_t>,
     ts: *const timespec,
 ) -> c_int {
-    guarded(|| {
-        // SAFETY: the caller's contract.
-        let c = match unsafe { get(c) } {
-            Ok(c) => c,
-            Err(e) => return e,
-        };
+    // SAFETY: the caller's contract.
+    let c = match unsafe { get(c) } {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let mut left = None;
+    let rc = guarded(|| {
         // Relaxed: written by init before the program shares the object.
         let clock = clock.unwrap_or_else(|| c.clock.load(Relaxed) as libc::clockid_t);
         // SAFETY: `ts` is null or readable.
         match unsafe { time_left(clock, ts) } {
-            // SAFETY: the caller's contract.
-            Ok(left) => unsafe { c.wait(m, Some(left)) },
+            Ok(l) => {
+                left = Some(l);
+                0
+            }
             Err(e) => e,
         }
-    })
+    });
+    match left {
+        // SAFETY: the caller's contract.
+        Some(l) => unsafe { wait(c, m, Some(l)) },
+        None => rc,
+    }
 }
 
 /// As `pthread_cond_wait`, until the absolute deadline `ts` on the clock

@@ -91,6 +91,7 @@ fn relock(r: &RawMutexCompact) -> c_int {
 }
 
 /// What a condition wait released, to take back after it.
+#[derive(Clone, Copy)]
 pub(crate) enum Released {
     /// A klock mutex, with the extra holds of a recursive one.
     Klock(u32),

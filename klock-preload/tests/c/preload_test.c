@@ -493,14 +493,15 @@ static void x_cleanup(void *arg) {
   x_cleanup_held = pthread_mutex_unlock(&x_mutex) == 0 ? 1 : -1;
 }
 
+/* arg: 0 untimed wait, 1 a wait of 20 ms at a time, 2 a wait of 60 s. */
 static void *x_waiter(void *arg) {
-  long timed = (long)arg;
+  long how = (long)arg;
   pthread_mutex_lock(&x_mutex);
   pthread_cleanup_push(x_cleanup, NULL);
   x_waiting = 1;
   while (!x_never) {
-    if (timed) {
-      struct timespec ts = in_ms(CLOCK_REALTIME, 20);
+    if (how) {
+      struct timespec ts = in_ms(CLOCK_REALTIME, how == 1 ? 20 : 60000);
       pthread_cond_timedwait(&x_cond, &x_mutex, &ts);
     } else {
       pthread_cond_wait(&x_cond, &x_mutex);
@@ -511,26 +512,24 @@ static void *x_waiter(void *arg) {
   return NULL;
 }
 
+/* The futex wait itself is a cancellation point: nobody signals the
+ * waiter, and a 60 s wait must end long before its timeout. */
 static void cancellation(void) {
-  for (long timed = 0; timed < 2; timed++) {
+  for (long how = 0; how < 3; how++) {
     pthread_t t;
     x_waiting = 0;
     x_cleanup_held = 0;
-    pthread_create(&t, NULL, x_waiter, (void *)timed);
+    pthread_create(&t, NULL, x_waiter, (void *)how);
     while (!x_waiting)
       usleep(1000);
     /* Taking the mutex proves the waiter released it: it waits. */
     CHECK_RC(pthread_mutex_lock(&x_mutex), 0);
     CHECK_RC(pthread_mutex_unlock(&x_mutex), 0);
+    usleep(5000);
     CHECK_RC(pthread_cancel(t), 0);
-    if (!timed) {
-      /* The request takes effect when the wait returns: wake it. */
-      CHECK_RC(pthread_mutex_lock(&x_mutex), 0);
-      CHECK_RC(pthread_cond_signal(&x_cond), 0);
-      CHECK_RC(pthread_mutex_unlock(&x_mutex), 0);
-    }
     void *ret;
-    CHECK_RC(pthread_join(t, &ret), 0);
+    struct timespec limit = in_ms(CLOCK_REALTIME, 10000);
+    CHECK_RC(pthread_timedjoin_np(t, &ret, &limit), 0);
     CHECK(ret == PTHREAD_CANCELED);
     CHECK(x_cleanup_held == 1);
   }
