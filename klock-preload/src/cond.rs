@@ -6,7 +6,9 @@
 //! ```text
 //! bytes 0..4    seq: bumped by every signal; the futex word
 //! bytes 4..8    waiters: threads inside a wait (a signal with none
-//!               skips the system call; destroy waits for them to leave)
+//!               skips the system call; destroy waits for them to leave),
+//!               in the low 24 bits, under the process's fork generation
+//!               (top 8 bits)
 //! bytes 8..12   the clock of pthread_cond_timedwait (0: CLOCK_REALTIME)
 //! bytes 12..16  flags: PSHARED (shared futex, not private)
 //! bytes 16..48  unused
@@ -21,6 +23,14 @@
 //! `waiters` increment then `seq` load; signaller: `seq` increment then
 //! `waiters` load) means the signaller sees the waiter or the waiter sees
 //! the new `seq`. Wake-ups may be spurious, as POSIX allows.
+//!
+//! A private condition variable's count carries the fork generation it
+//! was counted in: in a forked child, the waiters counted in the parent
+//! do not exist, and a count of another generation reads as 0 (the first
+//! waiter of the child's generation starts it over), so
+//! `pthread_cond_destroy` in the child does not wait for them. A
+//! process-shared one counts the waiters of every process sharing it,
+//! with no generation.
 //!
 //! A recursive mutex is released entirely for the wait and its depth
 //! restored after it (glibc would release one level only, and wait
@@ -69,6 +79,17 @@ const _: () = assert!(core::mem::align_of::<Cond>() <= core::mem::align_of::<pth
 
 /// `flags`: process-shared (the futex calls go without `FUTEX_PRIVATE`).
 const PSHARED: u32 = 1;
+
+/// `waiters`: the count's bits; the fork generation sits above them.
+const COUNT_MASK: u32 = (1 << GEN_SHIFT) - 1;
+/// `waiters`: where the fork generation (its low 8 bits) starts.
+const GEN_SHIFT: u32 = 24;
+
+/// The fork generation as `waiters` carries it.
+#[inline]
+fn gen_now() -> u32 {
+    crate::fork_generation() << GEN_SHIFT
+}
 extern "C-unwind" {
     /// glibc's: unwinds (cancels the thread) if a cancellation is pending
     /// and enabled, else returns.
@@ -118,18 +139,47 @@ const DESTROY_WAIT: Duration = Duration::from_millis(100);
 
 impl Cond {
     fn futex_flags(&self) -> futex::Flags {
-        // Relaxed: written by init before the program shares the object.
-        if self.flags.load(Relaxed) & PSHARED != 0 {
+        if self.shared() {
             futex::Flags::empty()
         } else {
             futex::Flags::PRIVATE
         }
     }
 
+    /// Whether the condition variable is process-shared.
+    #[inline]
+    fn shared(&self) -> bool {
+        // Relaxed: written by init before the program shares the object.
+        self.flags.load(Relaxed) & PSHARED != 0
+    }
+
+    /// The waiters in `w` (the `waiters` word) that may still wait: the
+    /// count, unless it was counted in another fork generation (the
+    /// parent's waiters, in a private condition variable; a process-shared
+    /// one counts waiters of every process, and no generation).
+    #[inline]
+    fn waiting(&self, w: u32) -> u32 {
+        if self.shared() || w & !COUNT_MASK == gen_now() {
+            w & COUNT_MASK
+        } else {
+            0
+        }
+    }
+
+    /// The generation bits a waiter entering now counts itself under.
+    #[inline]
+    fn gen_bits(&self) -> u32 {
+        if self.shared() {
+            0
+        } else {
+            gen_now()
+        }
+    }
+
     fn notify(&self, n: u32) {
         // SeqCst pair with the waiter (module docs).
         self.seq.fetch_add(1, SeqCst);
-        if self.waiters.load(SeqCst) != 0 {
+        if self.waiting(self.waiters.load(SeqCst)) != 0 {
             let _ = futex::wake(&self.seq, self.futex_flags(), n);
         }
     }
@@ -141,8 +191,16 @@ impl Cond {
     /// # Safety
     /// `m` is null or a live mutex.
     unsafe fn enter(&self, m: *mut pthread_mutex_t) -> Result<(u32, Released), c_int> {
-        // SeqCst pair with notify (module docs).
-        self.waiters.fetch_add(1, SeqCst);
+        // Count ourselves in; a count of another fork generation starts
+        // over. SeqCst pair with notify (module docs).
+        let mut w = self.waiters.load(Relaxed);
+        loop {
+            let new = (self.waiting(w) + 1) | self.gen_bits();
+            match self.waiters.compare_exchange_weak(w, new, SeqCst, Relaxed) {
+                Ok(_) => break,
+                Err(now) => w = now,
+            }
+        }
         let s = self.seq.load(SeqCst);
         // SAFETY: the caller's contract.
         match unsafe { release_for_wait(m) } {
@@ -170,8 +228,7 @@ impl Cond {
 
     /// The futex operation of a wait on `seq`.
     fn futex_wait_op(&self) -> c_int {
-        // Relaxed: written by init before the program shares the object.
-        if self.flags.load(Relaxed) & PSHARED != 0 {
+        if self.shared() {
             libc::FUTEX_WAIT
         } else {
             libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG
@@ -378,7 +435,7 @@ pub unsafe extern "C" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int {
         };
         let start = Instant::now();
         // Acquire pairs with the waiters' Release decrement.
-        while c.waiters.load(Acquire) != 0 {
+        while c.waiting(c.waiters.load(Acquire)) != 0 {
             if start.elapsed() >= DESTROY_WAIT {
                 return libc::EBUSY;
             }

@@ -28,7 +28,7 @@
 #![allow(non_camel_case_types)]
 
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 mod cond;
@@ -108,6 +108,18 @@ unsafe extern "C" fn before_fork() {
 unsafe extern "C" fn after_fork_in_child() {
     klock::thread::after_fork_in_child();
     klock::mutex::RawMutexCompact::forked();
+    FORK_GEN.fetch_add(1, Relaxed);
+}
+
+/// Forks this process is a child of (counted by the child handler), for
+/// the condition variables' waiter counts (`cond.rs`). Relaxed: bumped in
+/// a just-forked child before any other thread of it exists.
+static FORK_GEN: AtomicU32 = AtomicU32::new(0);
+
+/// This process's fork generation (see [`FORK_GEN`]).
+#[inline]
+pub(crate) fn fork_generation() -> u32 {
+    FORK_GEN.load(Relaxed)
 }
 
 extern "C" fn register_atfork() {

@@ -171,6 +171,9 @@ static void fork_multithreaded(void) {
       if (pthread_mutex_unlock(&f_gate_mutex)) _exit(2);
       if (pthread_mutex_trylock(&f_mutex)) _exit(3);
       pthread_mutex_unlock(&f_mutex);
+      /* The four hammer threads wait on f_gate in the parent; here they
+       * do not exist, and destroying it must not wait for them (EBUSY). */
+      if (pthread_cond_destroy(&f_gate)) _exit(9);
       if (pthread_rwlock_wrlock(&f_rw)) _exit(4);
       /* The child's thread has a tid of its own, and the locks know it:
        * a second write lock is its own deadlock (not a wait on a thread
