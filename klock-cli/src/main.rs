@@ -42,6 +42,10 @@ struct RunArgs {
     /// print their wall and CPU times side by side.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1000))]
     compare: Option<u64>,
+    /// Leave some lock families to glibc (KLOCK_LOCK_MAP): comma-separated FAMILY=IMPL, FAMILY
+    /// one of mutex, rwlock, spin, cond, all; IMPL klock or glibc (cond=glibc needs mutex=glibc).
+    #[arg(long, value_name = "SPEC")]
+    lock_map: Option<String>,
     /// The program and its arguments, after `--`.
     #[arg(
         required = true,
@@ -196,6 +200,7 @@ fn run_main(a: RunArgs) -> ExitCode {
         preload: a.preload,
         stat: a.stat,
         compare: a.compare.map(|n| n as usize),
+        lock_map: a.lock_map,
         command: a.command,
     };
     match run::run(&opts) {

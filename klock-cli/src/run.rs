@@ -6,7 +6,13 @@
 //! `--stat` (`KLOCK_STAT=1`), prints the lock profile at exit (see
 //! `docs/preload.md`). `--compare N` runs the program N times with
 //! glibc's locks and N times with klock's, alternating, and prints both
-//! side by side.
+//! side by side. `--lock-map SPEC` (`KLOCK_LOCK_MAP`) leaves some lock
+//! families to glibc (for example `mutex=glibc`), to tell which replaced
+//! family helps or hurts.
+
+// The lock map's grammar, shared with the preload, which reads it.
+#[path = "../../klock-preload/src/lock_map.rs"]
+mod lock_map;
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -24,6 +30,8 @@ pub struct Options {
     pub stat: bool,
     /// `--compare N`: N rounds of glibc against klock.
     pub compare: Option<usize>,
+    /// `--lock-map SPEC`: the families left to glibc (`KLOCK_LOCK_MAP`).
+    pub lock_map: Option<String>,
     /// The program and its arguments.
     pub command: Vec<OsString>,
 }
@@ -34,6 +42,8 @@ pub struct Options {
 pub enum RunError {
     /// No preload library (exit 2).
     NoPreload(String),
+    /// A lock map that does not parse (exit 2).
+    BadMap(String),
     /// The program could not be started (exit 127, as a shell says).
     Spawn(String),
 }
@@ -42,7 +52,7 @@ impl RunError {
     /// The exit code for this error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            RunError::NoPreload(_) => 2,
+            RunError::NoPreload(_) | RunError::BadMap(_) => 2,
             RunError::Spawn(_) => 127,
         }
     }
@@ -51,7 +61,7 @@ impl RunError {
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::NoPreload(m) | RunError::Spawn(m) => f.write_str(m),
+            RunError::NoPreload(m) | RunError::BadMap(m) | RunError::Spawn(m) => f.write_str(m),
         }
     }
 }
@@ -130,6 +140,9 @@ fn command(opts: &Options, lib: Option<&Path>) -> Result<Command, RunError> {
         if opts.stat {
             c.env("KLOCK_STAT", "1");
         }
+        if let Some(map) = &opts.lock_map {
+            c.env("KLOCK_LOCK_MAP", map);
+        }
     }
     Ok(c)
 }
@@ -153,6 +166,9 @@ fn exit_code(status: std::process::ExitStatus) -> u8 {
 /// signal's number if a signal ended it, as a shell reports it). With
 /// `compare`, run [`compare`] instead.
 pub fn run(opts: &Options) -> Result<u8, RunError> {
+    if let Some(map) = &opts.lock_map {
+        lock_map::parse(map).map_err(|e| RunError::BadMap(format!("--lock-map: {e}")))?;
+    }
     let lib = find_preload(opts.preload.as_deref())?;
     if let Some(rounds) = opts.compare {
         return compare(opts, &lib, rounds);

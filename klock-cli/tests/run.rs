@@ -47,6 +47,23 @@ fn a_preload_that_is_not_a_shared_object_is_refused() {
 }
 
 #[test]
+fn a_bad_lock_map_is_a_clear_error() {
+    // Checked before the library is looked for or the program started.
+    for (map, says) in [
+        ("cond=glibc", "cond=glibc needs mutex=glibc"),
+        ("mutex=nope", "unknown implementation `nope`"),
+        ("futex=glibc", "unknown lock family `futex`"),
+        ("mutex", "is not FAMILY=IMPL"),
+    ] {
+        let o = klock_run(&["--lock-map", map, "--", "true"], &[]);
+        assert_eq!(o.status.code(), Some(2), "{map}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.starts_with("klock run: error: --lock-map: "), "{e}");
+        assert!(e.contains(says), "{map}: {e}");
+    }
+}
+
+#[test]
 fn no_program_is_a_usage_error() {
     let o = klock_run(&[], &[]);
     assert_eq!(o.status.code(), Some(2));

@@ -385,6 +385,7 @@ pub unsafe extern "C" fn pthread_cond_init(
     c: *mut pthread_cond_t,
     attr: *const pthread_condattr_t,
 ) -> c_int {
+    crate::forward_family!(Cond, pthread_cond_init: fn(*mut pthread_cond_t, *const pthread_condattr_t) -> c_int, c, attr);
     guarded(|| {
         if c.is_null() {
             return libc::EINVAL;
@@ -427,6 +428,7 @@ pub unsafe extern "C" fn pthread_cond_init(
 /// `c` is null or a live condition variable.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int {
+    crate::forward_family!(Cond, pthread_cond_destroy: fn(*mut pthread_cond_t) -> c_int, c);
     guarded(|| {
         // SAFETY: the caller's contract.
         let c = match unsafe { get(c) } {
@@ -455,6 +457,7 @@ pub unsafe extern "C-unwind" fn pthread_cond_wait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
 ) -> c_int {
+    crate::forward_family!(Cond, pthread_cond_wait: unwind fn(*mut pthread_cond_t, *mut pthread_mutex_t) -> c_int, c, m);
     testcancel();
     // SAFETY: the caller's contract.
     let rc = match unsafe { get(c) } {
@@ -513,6 +516,7 @@ pub unsafe extern "C-unwind" fn pthread_cond_timedwait(
     m: *mut pthread_mutex_t,
     ts: *const timespec,
 ) -> c_int {
+    crate::forward_family!(Cond, pthread_cond_timedwait: unwind fn(*mut pthread_cond_t, *mut pthread_mutex_t, *const timespec) -> c_int, c, m, ts);
     testcancel();
     // SAFETY: the caller's contract.
     let rc = unsafe { timed(c, m, None, ts) };
@@ -531,6 +535,7 @@ pub unsafe extern "C-unwind" fn pthread_cond_clockwait(
     clock: libc::clockid_t,
     ts: *const timespec,
 ) -> c_int {
+    crate::forward_family!(Cond, pthread_cond_clockwait: unwind fn(*mut pthread_cond_t, *mut pthread_mutex_t, libc::clockid_t, *const timespec) -> c_int, c, m, clock, ts);
     testcancel();
     // SAFETY: the caller's contract.
     let rc = unsafe { timed(c, m, Some(clock), ts) };
@@ -544,6 +549,7 @@ pub unsafe extern "C-unwind" fn pthread_cond_clockwait(
 /// `c` is null or a live condition variable.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
+    crate::forward_family!(Cond, pthread_cond_signal: fn(*mut pthread_cond_t) -> c_int, c);
     guarded(|| {
         // SAFETY: the caller's contract.
         match unsafe { get(c) } {
@@ -562,6 +568,7 @@ pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
 /// `c` is null or a live condition variable.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
+    crate::forward_family!(Cond, pthread_cond_broadcast: fn(*mut pthread_cond_t) -> c_int, c);
     guarded(|| {
         // SAFETY: the caller's contract.
         match unsafe { get(c) } {

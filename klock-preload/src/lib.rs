@@ -32,6 +32,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 mod cond;
+mod lock_map;
 mod mutex;
 mod rwlock;
 mod spin;
@@ -43,10 +44,61 @@ mod stat;
 mod time;
 
 /// Run when the dynamic linker loads the library, before the program's
-/// `main`: reads `KLOCK_STAT` (the lock profile).
+/// `main`: reads `KLOCK_LOCK_MAP` (which families stay glibc's) and
+/// `KLOCK_STAT` (the lock profile).
 extern "C" fn on_load() {
+    map_init_from_env();
     stat::init_from_env();
 }
+
+/// The families left to glibc ([`lock_map::LockMap`] bits), from
+/// `KLOCK_LOCK_MAP` at load. Relaxed: set before `main`, before the
+/// program's threads exist.
+static GLIBC_FAMILIES: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
+
+/// Read `KLOCK_LOCK_MAP`. A map that does not parse ends the program with
+/// a message and status 2 before `main`: running it on locks other than
+/// the ones asked for would mislead whoever compares them.
+fn map_init_from_env() {
+    let Some(spec) = std::env::var_os("KLOCK_LOCK_MAP") else {
+        return;
+    };
+    match lock_map::parse(&spec.to_string_lossy()) {
+        Ok(m) => GLIBC_FAMILIES.store(m.bits(), Relaxed),
+        Err(e) => {
+            eprintln!("klock: KLOCK_LOCK_MAP: {e}");
+            // SAFETY: ends the process; nothing of the program ran yet.
+            unsafe { libc::_exit(2) }
+        }
+    }
+}
+
+/// Whether the family `f` stays glibc's (`KLOCK_LOCK_MAP`).
+#[inline(always)]
+fn to_glibc(f: lock_map::Family) -> bool {
+    GLIBC_FAMILIES.load(Relaxed) & f as u8 != 0
+}
+
+/// `forward_family!(Family, name: fn(ARGS) -> RET, args...)`: if the map
+/// leaves `Family` to glibc, count the call as forwarded and return
+/// glibc's `name(args)`. The first line of every replaced function.
+macro_rules! forward_family {
+    ($fam:ident, $name:ident : unwind fn($($arg:ty),*) -> $ret:ty, $($a:expr),*) => {
+        if $crate::to_glibc($crate::lock_map::Family::$fam) {
+            $crate::forwarded();
+            // SAFETY: glibc's own function, with the caller's arguments.
+            return unsafe { $crate::real!($name: unwind fn($($arg),*) -> $ret)($($a),*) };
+        }
+    };
+    ($fam:ident, $name:ident : fn($($arg:ty),*) -> $ret:ty, $($a:expr),*) => {
+        if $crate::to_glibc($crate::lock_map::Family::$fam) {
+            $crate::forwarded();
+            // SAFETY: glibc's own function, with the caller's arguments.
+            return unsafe { $crate::real!($name: fn($($arg),*) -> $ret)($($a),*) };
+        }
+    };
+}
+pub(crate) use forward_family;
 
 /// Run at the program's `exit` (and at `dlclose`): prints the lock
 /// profile if it is on.
@@ -234,6 +286,17 @@ unsafe fn next<F: Copy>(cache: &AtomicUsize, name: &core::ffi::CStr) -> F {
 /// own `pthread_mutex_lock`, an `unsafe extern "C" fn` (see [`next`]).
 /// Use it in an `unsafe` block.
 macro_rules! real {
+    // A function that may unwind (a cancellation point): `C-unwind`.
+    ($name:ident : unwind fn($($arg:ty),*) -> $ret:ty) => {{
+        static CACHE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+        $crate::next::<unsafe extern "C-unwind" fn($($arg),*) -> $ret>(
+            &CACHE,
+            match core::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+                Ok(n) => n,
+                Err(_) => unreachable!(),
+            },
+        )
+    }};
     ($name:ident : fn($($arg:ty),*) -> $ret:ty) => {{
         static CACHE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
         $crate::next::<unsafe extern "C" fn($($arg),*) -> $ret>(

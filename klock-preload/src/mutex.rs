@@ -108,7 +108,8 @@ pub(crate) enum Released {
 pub(crate) unsafe fn release_for_wait(m: *mut pthread_mutex_t) -> Result<Released, c_int> {
     // SAFETY: the caller's contract.
     let r = unsafe { raw(m) }?;
-    if kind(r) & GLIBC_ONLY != 0 {
+    // Every mutex is glibc's when the lock map says so.
+    if kind(r) & GLIBC_ONLY != 0 || crate::to_glibc(crate::lock_map::Family::Mutex) {
         forwarded();
         // SAFETY: glibc's mutex, passed on.
         let rc = unsafe { real!(pthread_mutex_unlock: fn(*mut pthread_mutex_t) -> c_int)(m) };
@@ -164,6 +165,7 @@ pub unsafe extern "C" fn pthread_mutex_init(
     m: *mut pthread_mutex_t,
     attr: *const pthread_mutexattr_t,
 ) -> c_int {
+    crate::forward_family!(Mutex, pthread_mutex_init: fn(*mut pthread_mutex_t, *const pthread_mutexattr_t) -> c_int, m, attr);
     guarded(|| {
         if m.is_null() {
             return libc::EINVAL;
@@ -210,6 +212,7 @@ pub unsafe extern "C" fn pthread_mutex_init(
 /// `m` is null or a live mutex.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
+    crate::forward_family!(Mutex, pthread_mutex_destroy: fn(*mut pthread_mutex_t) -> c_int, m);
     guarded(|| {
         // SAFETY: the caller's contract.
         let r = match unsafe { raw(m) } {
@@ -236,6 +239,7 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int
 /// `m` is null or a live mutex.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
+    crate::forward_family!(Mutex, pthread_mutex_lock: fn(*mut pthread_mutex_t) -> c_int, m);
     guarded(|| {
         // SAFETY: the caller's contract.
         let r = match unsafe { raw(m) } {
@@ -307,6 +311,7 @@ fn lock(addr: usize, r: &RawMutexCompact) {
 /// `m` is null or a live mutex.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
+    crate::forward_family!(Mutex, pthread_mutex_trylock: fn(*mut pthread_mutex_t) -> c_int, m);
     guarded(|| {
         // SAFETY: the caller's contract.
         let r = match unsafe { raw(m) } {
@@ -384,6 +389,7 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(
     m: *mut pthread_mutex_t,
     ts: *const timespec,
 ) -> c_int {
+    crate::forward_family!(Mutex, pthread_mutex_timedlock: fn(*mut pthread_mutex_t, *const timespec) -> c_int, m, ts);
     guarded(|| {
         // SAFETY: the caller's contract.
         let r = match unsafe { raw(m) } {
@@ -414,6 +420,7 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(
     clock: libc::clockid_t,
     ts: *const timespec,
 ) -> c_int {
+    crate::forward_family!(Mutex, pthread_mutex_clocklock: fn(*mut pthread_mutex_t, libc::clockid_t, *const timespec) -> c_int, m, clock, ts);
     guarded(|| {
         // SAFETY: the caller's contract.
         let r = match unsafe { raw(m) } {
@@ -441,6 +448,7 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(
 /// `m` is null or a live mutex.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+    crate::forward_family!(Mutex, pthread_mutex_unlock: fn(*mut pthread_mutex_t) -> c_int, m);
     guarded(|| {
         // SAFETY: the caller's contract.
         let r = match unsafe { raw(m) } {

@@ -214,6 +214,7 @@ pub unsafe extern "C" fn pthread_rwlock_init(
     l: *mut pthread_rwlock_t,
     attr: *const pthread_rwlockattr_t,
 ) -> c_int {
+    crate::forward_family!(Rwlock, pthread_rwlock_init: fn(*mut pthread_rwlock_t, *const pthread_rwlockattr_t) -> c_int, l, attr);
     guarded(|| {
         if l.is_null() {
             return libc::EINVAL;
@@ -241,6 +242,7 @@ pub unsafe extern "C" fn pthread_rwlock_init(
 /// `l` is null or a live rwlock.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_int {
+    crate::forward_family!(Rwlock, pthread_rwlock_destroy: fn(*mut pthread_rwlock_t) -> c_int, l);
     // SAFETY: the caller's contract.
     unsafe { with(l, |r| if r.is_held() { libc::EBUSY } else { 0 }) }
 }
@@ -252,6 +254,7 @@ pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_i
 /// `l` is null or a live rwlock.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_int {
+    crate::forward_family!(Rwlock, pthread_rwlock_rdlock: fn(*mut pthread_rwlock_t) -> c_int, l);
     // SAFETY: the caller's contract.
     unsafe {
         with(l, |r| {
@@ -284,6 +287,7 @@ pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_in
 /// `l` is null or a live rwlock.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c_int {
+    crate::forward_family!(Rwlock, pthread_rwlock_tryrdlock: fn(*mut pthread_rwlock_t) -> c_int, l);
     // SAFETY: the caller's contract.
     unsafe {
         with(l, |r| {
@@ -375,6 +379,7 @@ pub unsafe extern "C" fn pthread_rwlock_timedrdlock(
     l: *mut pthread_rwlock_t,
     ts: *const timespec,
 ) -> c_int {
+    crate::forward_family!(Rwlock, pthread_rwlock_timedrdlock: fn(*mut pthread_rwlock_t, *const timespec) -> c_int, l, ts);
     // SAFETY: the caller's contract.
     unsafe { with(l, |r| timedrd(r, libc::CLOCK_REALTIME, ts)) }
 }
@@ -389,6 +394,7 @@ pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
     clock: libc::clockid_t,
     ts: *const timespec,
 ) -> c_int {
+    crate::forward_family!(Rwlock, pthread_rwlock_clockrdlock: fn(*mut pthread_rwlock_t, libc::clockid_t, *const timespec) -> c_int, l, clock, ts);
     // SAFETY: the caller's contract.
     unsafe { with(l, |r| timedrd(r, clock, ts)) }
 }
@@ -400,6 +406,7 @@ pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
 /// `l` is null or a live rwlock.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_int {
+    crate::forward_family!(Rwlock, pthread_rwlock_wrlock: fn(*mut pthread_rwlock_t) -> c_int, l);
     // SAFETY: the caller's contract.
     unsafe {
         with(l, |r| {
@@ -431,6 +438,7 @@ pub unsafe extern "C" fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_in
 /// `l` is null or a live rwlock.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) -> c_int {
+    crate::forward_family!(Rwlock, pthread_rwlock_trywrlock: fn(*mut pthread_rwlock_t) -> c_int, l);
     // SAFETY: the caller's contract.
     unsafe {
         with(l, |r| match r.raw_try_lock_exclusive() {
@@ -455,6 +463,7 @@ pub unsafe extern "C" fn pthread_rwlock_timedwrlock(
     l: *mut pthread_rwlock_t,
     ts: *const timespec,
 ) -> c_int {
+    crate::forward_family!(Rwlock, pthread_rwlock_timedwrlock: fn(*mut pthread_rwlock_t, *const timespec) -> c_int, l, ts);
     // SAFETY: the caller's contract.
     unsafe { with(l, |r| timedwr(r, libc::CLOCK_REALTIME, ts)) }
 }
@@ -469,6 +478,7 @@ pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
     clock: libc::clockid_t,
     ts: *const timespec,
 ) -> c_int {
+    crate::forward_family!(Rwlock, pthread_rwlock_clockwrlock: fn(*mut pthread_rwlock_t, libc::clockid_t, *const timespec) -> c_int, l, clock, ts);
     // SAFETY: the caller's contract.
     unsafe { with(l, |r| timedwr(r, clock, ts)) }
 }
@@ -509,6 +519,7 @@ fn unlock(r: &RawRwSem) -> c_int {
 /// `l` is null or a live rwlock.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
+    crate::forward_family!(Rwlock, pthread_rwlock_unlock: fn(*mut pthread_rwlock_t) -> c_int, l);
     // SAFETY: the caller's contract.
     unsafe { with(l, unlock) }
 }

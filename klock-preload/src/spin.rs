@@ -54,6 +54,7 @@ unsafe fn raw<'a>(l: *mut pthread_spinlock_t) -> Result<(&'a AtomicU32, &'a RawQ
 /// `l` is null or writable and unused by others.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_spin_init(l: *mut pthread_spinlock_t, pshared: c_int) -> c_int {
+    crate::forward_family!(Spin, pthread_spin_init: fn(*mut pthread_spinlock_t, c_int) -> c_int, l, pshared);
     guarded(|| {
         // SAFETY: the caller's contract.
         match unsafe { raw(l) } {
@@ -78,6 +79,7 @@ pub unsafe extern "C" fn pthread_spin_init(l: *mut pthread_spinlock_t, pshared: 
 /// `l` is null or a live spinlock.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_spin_destroy(l: *mut pthread_spinlock_t) -> c_int {
+    crate::forward_family!(Spin, pthread_spin_destroy: fn(*mut pthread_spinlock_t) -> c_int, l);
     guarded(|| {
         // SAFETY: the caller's contract.
         match unsafe { raw(l) } {
@@ -128,6 +130,7 @@ fn tas_lock(w: &AtomicU32) {
 /// `l` is null or a live spinlock.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int {
+    crate::forward_family!(Spin, pthread_spin_lock: fn(*mut pthread_spinlock_t) -> c_int, l);
     guarded(|| {
         // SAFETY: the caller's contract.
         match unsafe { raw(l) } {
@@ -160,6 +163,7 @@ pub unsafe extern "C" fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int 
 /// `l` is null or a live spinlock.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_int {
+    crate::forward_family!(Spin, pthread_spin_trylock: fn(*mut pthread_spinlock_t) -> c_int, l);
     guarded(|| {
         // SAFETY: the caller's contract.
         match unsafe { raw(l) } {
@@ -195,6 +199,7 @@ pub unsafe extern "C" fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_i
 /// `l` is null or a live spinlock.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_int {
+    crate::forward_family!(Spin, pthread_spin_unlock: fn(*mut pthread_spinlock_t) -> c_int, l);
     guarded(|| {
         // SAFETY: the caller's contract.
         match unsafe { raw(l) } {
