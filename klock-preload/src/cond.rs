@@ -88,7 +88,7 @@ const GEN_SHIFT: u32 = 24;
 /// The fork generation as `waiters` carries it.
 #[inline]
 fn gen_now() -> u32 {
-    crate::fork_generation() << GEN_SHIFT
+    klock::thread::fork_generation() << GEN_SHIFT
 }
 extern "C-unwind" {
     /// glibc's: unwinds (cancels the thread) if a cancellation is pending
@@ -457,7 +457,7 @@ pub unsafe extern "C-unwind" fn pthread_cond_wait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
 ) -> c_int {
-    crate::forward_family!(Cond, pthread_cond_wait: unwind fn(*mut pthread_cond_t, *mut pthread_mutex_t) -> c_int, c, m);
+    crate::forward_family!(Cond, pthread_cond_wait: "C-unwind" fn(*mut pthread_cond_t, *mut pthread_mutex_t) -> c_int, c, m);
     testcancel();
     // SAFETY: the caller's contract.
     let rc = match unsafe { get(c) } {
@@ -516,7 +516,7 @@ pub unsafe extern "C-unwind" fn pthread_cond_timedwait(
     m: *mut pthread_mutex_t,
     ts: *const timespec,
 ) -> c_int {
-    crate::forward_family!(Cond, pthread_cond_timedwait: unwind fn(*mut pthread_cond_t, *mut pthread_mutex_t, *const timespec) -> c_int, c, m, ts);
+    crate::forward_family!(Cond, pthread_cond_timedwait: "C-unwind" fn(*mut pthread_cond_t, *mut pthread_mutex_t, *const timespec) -> c_int, c, m, ts);
     testcancel();
     // SAFETY: the caller's contract.
     let rc = unsafe { timed(c, m, None, ts) };
@@ -535,7 +535,7 @@ pub unsafe extern "C-unwind" fn pthread_cond_clockwait(
     clock: libc::clockid_t,
     ts: *const timespec,
 ) -> c_int {
-    crate::forward_family!(Cond, pthread_cond_clockwait: unwind fn(*mut pthread_cond_t, *mut pthread_mutex_t, libc::clockid_t, *const timespec) -> c_int, c, m, clock, ts);
+    crate::forward_family!(Cond, pthread_cond_clockwait: "C-unwind" fn(*mut pthread_cond_t, *mut pthread_mutex_t, libc::clockid_t, *const timespec) -> c_int, c, m, clock, ts);
     testcancel();
     // SAFETY: the caller's contract.
     let rc = unsafe { timed(c, m, Some(clock), ts) };

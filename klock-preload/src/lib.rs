@@ -28,7 +28,7 @@
 #![allow(non_camel_case_types)]
 
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 mod cond;
@@ -83,18 +83,11 @@ fn to_glibc(f: lock_map::Family) -> bool {
 /// leaves `Family` to glibc, count the call as forwarded and return
 /// glibc's `name(args)`. The first line of every replaced function.
 macro_rules! forward_family {
-    ($fam:ident, $name:ident : unwind fn($($arg:ty),*) -> $ret:ty, $($a:expr),*) => {
+    ($fam:ident, $name:ident : $($abi:literal)? fn($($arg:ty),*) -> $ret:ty, $($a:expr),*) => {
         if $crate::to_glibc($crate::lock_map::Family::$fam) {
             $crate::forwarded();
             // SAFETY: glibc's own function, with the caller's arguments.
-            return unsafe { $crate::real!($name: unwind fn($($arg),*) -> $ret)($($a),*) };
-        }
-    };
-    ($fam:ident, $name:ident : fn($($arg:ty),*) -> $ret:ty, $($a:expr),*) => {
-        if $crate::to_glibc($crate::lock_map::Family::$fam) {
-            $crate::forwarded();
-            // SAFETY: glibc's own function, with the caller's arguments.
-            return unsafe { $crate::real!($name: fn($($arg),*) -> $ret)($($a),*) };
+            return unsafe { $crate::real!($name: $($abi)? fn($($arg),*) -> $ret)($($a),*) };
         }
     };
 }
@@ -159,19 +152,6 @@ unsafe extern "C" fn before_fork() {
 /// parent.
 unsafe extern "C" fn after_fork_in_child() {
     klock::thread::after_fork_in_child();
-    klock::mutex::RawMutexCompact::forked();
-    FORK_GEN.fetch_add(1, Relaxed);
-}
-
-/// Forks this process is a child of (counted by the child handler), for
-/// the condition variables' waiter counts (`cond.rs`). Relaxed: bumped in
-/// a just-forked child before any other thread of it exists.
-static FORK_GEN: AtomicU32 = AtomicU32::new(0);
-
-/// This process's fork generation (see [`FORK_GEN`]).
-#[inline]
-pub(crate) fn fork_generation() -> u32 {
-    FORK_GEN.load(Relaxed)
 }
 
 extern "C" fn register_atfork() {
@@ -286,20 +266,14 @@ unsafe fn next<F: Copy>(cache: &AtomicUsize, name: &core::ffi::CStr) -> F {
 /// own `pthread_mutex_lock`, an `unsafe extern "C" fn` (see [`next`]).
 /// Use it in an `unsafe` block.
 macro_rules! real {
-    // A function that may unwind (a cancellation point): `C-unwind`.
-    ($name:ident : unwind fn($($arg:ty),*) -> $ret:ty) => {{
+    ($name:ident : fn($($arg:ty),*) -> $ret:ty) => {
+        $crate::real!($name: "C" fn($($arg),*) -> $ret)
+    };
+    // Another ABI: `"C-unwind"` for a function that may unwind (a
+    // cancellation point).
+    ($name:ident : $abi:literal fn($($arg:ty),*) -> $ret:ty) => {{
         static CACHE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
-        $crate::next::<unsafe extern "C-unwind" fn($($arg),*) -> $ret>(
-            &CACHE,
-            match core::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
-                Ok(n) => n,
-                Err(_) => unreachable!(),
-            },
-        )
-    }};
-    ($name:ident : fn($($arg:ty),*) -> $ret:ty) => {{
-        static CACHE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
-        $crate::next::<unsafe extern "C" fn($($arg),*) -> $ret>(
+        $crate::next::<unsafe extern $abi fn($($arg),*) -> $ret>(
             &CACHE,
             // The name with its NUL, as dlsym wants it.
             match core::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {

@@ -27,13 +27,6 @@ fn have_memcached() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
 #[test]
 fn memcached_serves_a_load_without_lost_updates() {
     if !have_memcached() {
@@ -59,7 +52,7 @@ fn memcached_serves_a_load_without_lost_updates() {
         .env("KLOCK_STAT", "1")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    if is_root() {
+    if rustix::process::geteuid().is_root() {
         // memcached refuses to run as root without a user to run as.
         server.args(["-u", "root"]);
     }
@@ -81,9 +74,8 @@ fn memcached_serves_a_load_without_lost_updates() {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
 
     // SIGINT: memcached exits through exit(), which prints the profile.
-    let _ = Command::new("kill")
-        .args(["-INT", &server.id().to_string()])
-        .status();
+    let pid = rustix::process::Pid::from_raw(server.id() as i32).expect("a child's pid");
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
     let start = Instant::now();
     let status = loop {
         if let Some(s) = server.try_wait().expect("wait for memcached") {

@@ -376,6 +376,21 @@ fn current_tid_slow(cache: &'static std::thread::LocalKey<core::cell::Cell<u32>>
     tid
 }
 
+/// Forks this process is a child of, counted by [`after_fork_in_child`].
+/// A plain atomic, not a loom one: models never fork. Relaxed: bumped in a
+/// just-forked child before any other thread of it exists.
+static FORK_GEN: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+
+/// This process's fork generation: how many times [`after_fork_in_child`]
+/// ran in it (0 in a process that is no forked child, or whose fork
+/// handler did not call it). State that threads of the parent left
+/// behind at a fork can be recognised by an older generation (the compact
+/// mutex's wait lists, the preload's condition variables).
+#[inline]
+pub fn fork_generation() -> u32 {
+    FORK_GEN.load(core::sync::atomic::Ordering::Relaxed)
+}
+
 /// Call in a just-forked child, on the thread that forked (a
 /// `pthread_atfork` child handler), before it takes a klock lock: the
 /// child is a new thread with a new tid, while the cached tid, the one in
@@ -383,9 +398,12 @@ fn current_tid_slow(cache: &'static std::thread::LocalKey<core::cell::Cell<u32>>
 /// Without this the child's locks would name a thread of the parent as
 /// their owner, a tid the kernel may later give to a new thread of the
 /// child. The thread keeps its index and queue nodes (the child's copy of
-/// the slot table has them).
+/// the slot table has them). It also starts a new
+/// [`fork_generation`], so that the compact mutexes forget waiters that
+/// stayed in the parent.
 #[cfg(not(loom))]
 pub fn after_fork_in_child() {
+    FORK_GEN.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     let tid = crate::sys::gettid_uncached();
     let _ = TID.try_with(|c| {
         if c.get() != 0 {

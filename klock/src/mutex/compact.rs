@@ -106,7 +106,7 @@ impl Linked for Waiter {
 ///
 /// A Linux tid is below 2^22 (`PID_MAX_LIMIT`), so `tid << 4` leaves the
 /// top 6 bits free: `COUNTING`, and the fork generation of the wait list
-/// ([`RawMutexCompact::forked`]) in the 5 above it.
+/// ([`crate::thread::fork_generation`]) in the 5 above it.
 ///
 /// # State transitions
 ///
@@ -125,7 +125,7 @@ impl Linked for Waiter {
 /// the releases by the word's modification order, the list by
 /// `wait_lock`).
 ///
-/// In a forked child ([`forked`](Self::forked)), the waiters queued at the
+/// In a forked child ([`crate::thread::after_fork_in_child`]), the waiters queued at the
 /// fork and a holder of `wait_lock` stayed in the parent: the wait list's
 /// generation (in the owner word) and `wait_lock`'s held value (tagged
 /// with its holder's generation) tell, and the first child thread to take
@@ -519,11 +519,7 @@ impl RawMutexCompact {
             }
             // SAFETY: we hold wait_lock.
             unsafe { self.wait_lock.unlock() };
-            #[cfg(not(loom))]
-            let park_deadline = lazy.park_deadline(deadline, monotonic_ns);
-            #[cfg(loom)]
-            let park_deadline = self.loom_lazy_deadline(&lazy, deadline);
-            park(&waiter.state, None, park_deadline, false);
+            park(&waiter.state, None, lazy.park_deadline(deadline), false);
             let woken = waiter.state.load(Relaxed) == W_WOKEN;
             // Only the first waiter is ever woken, and it stays first.
             if !first && woken {

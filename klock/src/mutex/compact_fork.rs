@@ -1,8 +1,8 @@
 //! The compact mutex across `fork()`: a child inherits every lock's bytes,
 //! but of the parent's threads only the one that forked. Waiters queued
 //! at the fork, and a thread inside the wait-list lock at that moment,
-//! stayed behind. The child notices both by a fork generation, counted in
-//! [`FORK_GEN`] and kept in two places:
+//! stayed behind. The child notices both by the fork generation
+//! ([`crate::thread::fork_generation`]), kept in two places:
 //!
 //! * the owner word's top 5 bits, set with `WAITERS` by the first waiter
 //!   of a wait list and cleared with it by the last one: a word with
@@ -23,23 +23,18 @@
 
 use super::{RawMutexCompact, C_COUNTING, C_PICKUP, C_WAITERS, OWNER_MASK};
 use crate::sync::Ordering::Relaxed;
+use crate::thread::fork_generation;
 use crate::waitlist::WaitList;
 
-/// The owner word's generation field: bits 27..32, the low 5 bits of
-/// [`FORK_GEN`] when the wait list was started (bit 26 is `COUNTING`).
+/// The owner word's generation field: bits 27..32, the low 5 bits of the
+/// fork generation when the wait list was started (bit 26 is `COUNTING`).
 pub(super) const GEN_SHIFT: u32 = C_COUNTING.trailing_zeros() + 1;
 pub(super) const GEN_MASK: u32 = !0 << GEN_SHIFT;
-
-/// Forks this process is a child of, counted by
-/// [`RawMutexCompact::forked`]. Relaxed: it is bumped in a just-forked
-/// child before any other thread of it exists. A plain atomic, not a loom
-/// one: loom models never fork.
-static FORK_GEN: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
 
 /// The generation bits of a wait list started now.
 #[inline]
 pub(super) fn gen_bits() -> u32 {
-    FORK_GEN.load(Relaxed) << GEN_SHIFT
+    fork_generation() << GEN_SHIFT
 }
 
 /// Whether the owner word `w` describes a wait list built before this
@@ -54,7 +49,7 @@ pub(super) fn is_stale(w: u32) -> bool {
 /// generation (up to 2^31 of them).
 #[inline]
 pub(super) fn wait_lock_tag() -> u32 {
-    FORK_GEN.load(Relaxed).wrapping_shl(1) | 1
+    fork_generation().wrapping_shl(1) | 1
 }
 
 impl RawMutexCompact {
@@ -96,15 +91,6 @@ impl RawMutexCompact {
             }
         }
     }
-
-    /// Tell the compact mutexes that this process is a child just forked:
-    /// a wait list built before the fork, and a wait-list lock held at the
-    /// fork, are then recognised as the parent's and forgotten by the
-    /// first thread that needs them. Call it in the child before any other
-    /// thread of it starts: a `pthread_atfork` child handler.
-    pub fn forked() {
-        FORK_GEN.fetch_add(1, Relaxed);
-    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -120,7 +106,7 @@ mod tests {
     const LIST_FLAGS: u32 = C_WAITERS | C_WOKEN | C_HANDOFF | C_PICKUP;
 
     /// Generation bits of the generation before this one: the state a
-    /// parent left. (Tests must not bump [`FORK_GEN`]: the other tests'
+    /// parent left. (Tests must not start a fork generation: the other tests'
     /// locks in this process would look forked.)
     fn parent_gen_bits() -> u32 {
         gen_bits().wrapping_sub(1 << GEN_SHIFT)
@@ -135,9 +121,13 @@ mod tests {
         })
     }
 
-    /// Lock `m` on a new thread, hold it for a moment, unlock: `Err` if it
-    /// did not get the lock within 10 s (a hang, without hanging the test).
-    fn lock_elsewhere(m: &'static RawMutexCompact) -> mpsc::Receiver<()> {
+    /// With `m` held by the caller: a new thread ("the child's") locks
+    /// `m`, which makes it wait, and after 50 ms (time to reach
+    /// `wait_lock` and sleep in the list) the caller unlocks. The thread
+    /// must get the lock within 10 s (`hang` says what a failure means;
+    /// the test fails instead of hanging), and then the lock must be
+    /// free, without list flags, its list empty and `wait_lock` free.
+    fn unlock_to_a_waiting_thread(m: &'static RawMutexCompact, hang: &str) {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             m.lock();
@@ -145,7 +135,16 @@ mod tests {
             unsafe { m.unlock() };
             let _ = tx.send(());
         });
-        rx
+        std::thread::sleep(Duration::from_millis(50));
+        // SAFETY: the caller holds it.
+        unsafe { m.unlock() };
+        rx.recv_timeout(Duration::from_secs(10)).expect(hang);
+        assert_eq!(
+            m.word() & !C_COUNTING,
+            0,
+            "the lock ends free and without list flags"
+        );
+        assert!(list_empty_and_wait_lock_free(m));
     }
 
     /// Whether the wait list is empty and `wait_lock` free to this
@@ -184,20 +183,10 @@ mod tests {
         // SAFETY: we "hold" wait_lock, as that parent thread did; the
         // record is leaked, so it stays alive.
         assert!(unsafe { m.list_push(&*g) });
-        let done = lock_elsewhere(m);
-        // Give it time to reach wait_lock (it would wait there for good
-        // without the tag) and to sleep in the list.
-        std::thread::sleep(Duration::from_millis(50));
-        // SAFETY: we hold it.
-        unsafe { m.unlock() };
-        done.recv_timeout(Duration::from_secs(10))
-            .expect("a child thread waited forever on a parent thread's wait-list lock");
-        assert_eq!(
-            m.word() & !C_COUNTING,
-            0,
-            "the lock ends free and without list flags"
+        unlock_to_a_waiting_thread(
+            m,
+            "a child thread waited forever on a parent thread's wait-list lock",
         );
-        assert!(list_empty_and_wait_lock_free(m));
     }
 
     /// A parent thread was the last waiter leaving at the fork: the list
@@ -208,14 +197,10 @@ mod tests {
         let m = leak();
         assert!(!m.wait_lock.lock_tagged(wait_lock_tag().wrapping_sub(2)));
         m.lock();
-        let done = lock_elsewhere(m);
-        std::thread::sleep(Duration::from_millis(50));
-        // SAFETY: we hold it.
-        unsafe { m.unlock() };
-        done.recv_timeout(Duration::from_secs(10))
-            .expect("a child thread waited forever on a parent thread's wait-list lock");
-        assert_eq!(m.word() & !C_COUNTING, 0);
-        assert!(list_empty_and_wait_lock_free(m));
+        unlock_to_a_waiting_thread(
+            m,
+            "a child thread waited forever on a parent thread's wait-list lock",
+        );
     }
 
     /// Waiters were queued at the fork, the first one starving (`HANDOFF`)
@@ -236,14 +221,7 @@ mod tests {
         // The free, reserved lock: a child thread may take it (the waiter
         // it is reserved for stayed in the parent).
         assert!(m.try_lock());
-        let done = lock_elsewhere(m);
-        std::thread::sleep(Duration::from_millis(50));
-        // SAFETY: we hold it.
-        unsafe { m.unlock() };
-        done.recv_timeout(Duration::from_secs(10))
-            .expect("a child waiter was not woken");
-        assert_eq!(m.word() & !C_COUNTING, 0);
-        assert!(list_empty_and_wait_lock_free(m));
+        unlock_to_a_waiting_thread(m, "a child waiter was not woken");
     }
 
     /// The lock was handed to a waiter that stayed in the parent: a child

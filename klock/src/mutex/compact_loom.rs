@@ -44,10 +44,6 @@ pub enum CompactBroken {
     /// unlocks then take it for awake and skip the wake-up (the lost
     /// wake-up the `WOKEN` bit could cause).
     KeepWoken,
-    /// The lazy first waiter keeps `WOKEN` but sleeps its lazy rounds
-    /// without a timer: nobody wakes it, and it does not wake up on its
-    /// own (the lost wake-up that the lazy wait's timer prevents).
-    LazyUntimed,
 }
 
 /// Loom-only record of the rare paths one model execution took. Plain std
@@ -125,7 +121,9 @@ impl RawMutexCompact {
     }
 
     /// Loom only: the first waiter's lazy round in ns (0: no lazy wait,
-    /// the default in models; see [`super::super::lazy_wait`]).
+    /// the default in models; see [`super::super::lazy_wait`]). `u64::MAX`
+    /// is the broken variant: rounds that never end, so the waiter keeps
+    /// `WOKEN` with no timer.
     #[doc(hidden)]
     pub fn set_loom_lazy_ns(&self, ns: u64) {
         self.loom.lazy_ns.store(ns, Relaxed);
@@ -166,16 +164,6 @@ impl RawMutexCompact {
     /// Count a series of lazy rounds begun.
     pub(super) fn loom_count_lazy(&self) {
         self.loom.probe.lazy_waits.fetch_add(1, Relaxed);
-    }
-
-    /// [`CompactBroken::LazyUntimed`]: the deadline of a lazy round's
-    /// sleep (`None`, untimed, when broken).
-    pub(super) fn loom_lazy_deadline(&self, lazy: &LazyWait, deadline: Option<u64>) -> Option<u64> {
-        if lazy.active() && self.is_broken(CompactBroken::LazyUntimed) {
-            // BROKEN: WOKEN kept, and no timer to re-check the lock.
-            return deadline;
-        }
-        lazy.park_deadline(deadline, monotonic_ns)
     }
 
     /// Whether the model switched spinning off for this lock.

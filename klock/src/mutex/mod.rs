@@ -287,15 +287,11 @@ impl LazyWait {
 
     /// The deadline of this round's sleep: the caller's, or the end of a
     /// lazy round if that is sooner.
-    pub(crate) fn park_deadline(
-        &self,
-        deadline: Option<u64>,
-        now: impl FnOnce() -> u64,
-    ) -> Option<u64> {
+    pub(crate) fn park_deadline(&self, deadline: Option<u64>) -> Option<u64> {
         if !self.active() {
             return deadline;
         }
-        let end = now().saturating_add(self.ns);
+        let end = crate::sys::monotonic_ns().saturating_add(self.ns);
         Some(deadline.map_or(end, |d| d.min(end)))
     }
 

@@ -327,12 +327,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             // SAFETY: we hold wait_lock.
             unsafe { self.wait_lock.unlock() };
 
-            if park(
-                &waiter.state,
-                None,
-                lazy.park_deadline(deadline, monotonic_ns),
-                false,
-            ) {
+            if park(&waiter.state, None, lazy.park_deadline(deadline), false) {
                 events::inc(Event::MutexSleep);
                 #[cfg(loom)]
                 Probe::hit(&self.probe.sleeps);
