@@ -101,9 +101,10 @@
 //! futex word). Transitions, with `P` = `LOCKED_PV`:
 //!
 //! ```text
-//! steal               (n,0,0) -> (n,0,P)        CAS; any newcomer, for a bounded
-//!                                               time with backoff; never while
-//!                                               pending is held
+//! steal               (n,0,0) -> (n,0,P)        CAS; any newcomer: one try inline
+//!                                               after the fast path's CAS, then
+//!                                               for a bounded time with backoff;
+//!                                               never while pending is held
 //! pending             as native, but the wait for (*,1,0) is bounded: past it
 //!                     (*,1,*) -> (*,0,*) and queue; take it (*,1,0) -> (*,0,P)
 //! queued waiter       spins on node.locked while its predecessor runs (oracle)
@@ -573,10 +574,31 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// wakes the successor at once.
     #[inline(always)]
     fn lock_with<const MODE: u8, const LAZY: bool>(&self) -> usize {
+        // Loom: see `pv_lock_slow` (the steal below asks for the thread id
+        // right after its acquiring RMW).
+        #[cfg(loom)]
+        let _ = thread::current_tid();
         // (0,0,0) -> (0,0,1). Acquire pairs with the Release of the
         // previous owner's unlock.
-        if let Err(val) = self.word.compare_exchange(0, LOCKED, Acquire, Relaxed) {
+        if let Err(mut val) = self.word.compare_exchange(0, LOCKED, Acquire, Relaxed) {
             if PARAVIRT {
+                // A free lock past a queue nobody reserved: with a queue of
+                // sleepers this is how nearly every acquisition goes, so
+                // the steal is tried here, inline, before the slow path:
+                // (n,0,0) -> (n,0,LOCKED_PV). Acquire pairs with the
+                // Release of the last unlock.
+                if val & LOCKED_PENDING_MASK == 0 {
+                    match self
+                        .word
+                        .compare_exchange(val, val | LOCKED_PV, Acquire, Relaxed)
+                    {
+                        Ok(_) => {
+                            self.stolen(val);
+                            return TOKEN_SLOW_OWNER;
+                        }
+                        Err(now) => val = now,
+                    }
+                }
                 return TOKEN_SLOW_OWNER | self.pv_lock_slow::<MODE, LAZY>(val);
             }
             self.lock_slow::<MODE>(val);

@@ -71,17 +71,39 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// The unlock of a slow-path owner, `v` the word as last read: clear
     /// the locked byte in one RMW and wake the head if it sleeps.
     /// `(*,*,LOCKED_PV|SLOW) -> (*,*,0)`.
-    #[inline(never)]
-    pub(super) fn unlock_pv<const MODE: u8>(&self, mut v: u32) {
+    ///
+    /// Inline: with a queue of sleepers every acquisition is a steal, so
+    /// this is the unlock of the contended steady state, and its first CAS
+    /// on our own cache line almost always succeeds. A retry (a queuer's
+    /// tail swap or a head's mark came in between) and the wake-up are out
+    /// of line.
+    #[inline(always)]
+    pub(super) fn unlock_pv<const MODE: u8>(&self, v: u32) {
         debug_assert_ne!(v & LOCKED_MASK, 0, "unlock of an unlocked qspinlock");
+        // Release pairs with the Acquire of the next owner's RMW (steal,
+        // pending take-over, head's take) or fast-path CAS.
+        if v & HEAD_ASLEEP != 0
+            || self
+                .word
+                .compare_exchange(v, v & !LOCKED_MASK, Release, Relaxed)
+                .is_err()
+        {
+            self.unlock_pv_slow::<MODE>();
+        }
+    }
+
+    /// [`unlock_pv`](Self::unlock_pv) when the word moved under us or the
+    /// head sleeps: CAS loop, then the wake-up.
+    #[cold]
+    #[inline(never)]
+    fn unlock_pv_slow<const MODE: u8>(&self) {
         // The futex key, taken before the release: after it the head may
         // take the lock, return, and the lock's memory go away.
         let addr = futex_key(&self.word);
+        let mut v = self.word.load(Relaxed);
         // A CAS loop rather than fetch_and: x86 has no fetch-and that
-        // returns the old value, so it is the same instruction, and the
-        // first try usually succeeds (our own cache line). Release pairs
-        // with the Acquire of the next owner's RMW (steal, pending
-        // take-over, head's take) or fast-path CAS.
+        // returns the old value, so it is the same instruction. Release as
+        // in `unlock_pv`.
         while let Err(now) = self
             .word
             .compare_exchange_weak(v, v & !LOCKED_MASK, Release, Relaxed)
@@ -143,24 +165,9 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         }
 
         // 2. Hybrid mode: steal a free lock nobody reserved, trying for a
-        //    bounded time with backoff. First one plain try: with a queue
-        //    of sleepers every acquisition comes this way, so it must cost
-        //    no more than the fast path's CAS.
-        let reserved = val & PENDING_MASK != 0 && MODE != STEAL_IGNORES_PENDING;
-        if val & LOCKED_MASK == 0 && !reserved {
-            // (n,0,0) -> (n,0,LOCKED_PV). Acquire pairs with the Release of
-            // the last unlock.
-            match self
-                .word
-                .compare_exchange(val, val | LOCKED_PV, Acquire, Relaxed)
-            {
-                Ok(_) => {
-                    self.stolen(val);
-                    return 0;
-                }
-                Err(now) => val = now,
-            }
-        }
+        //    bounded time with backoff. (The first, plain try was made
+        //    inline by the caller: with a queue of sleepers nearly every
+        //    acquisition is a steal, which must cost no more than a CAS.)
         if self.pv_steal::<MODE>(val) {
             return 0;
         }
@@ -177,7 +184,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
 
     /// Bookkeeping of a successful steal from `val`.
     #[inline(always)]
-    fn stolen(&self, val: u32) {
+    pub(super) fn stolen(&self, val: u32) {
         if val & TAIL_MASK != 0 {
             events::inc(Event::PvLockStealing);
         }
