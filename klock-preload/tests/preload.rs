@@ -26,7 +26,18 @@ fn compile(name: &str, tag: &str) -> PathBuf {
 
 /// Run `prog` (with `LD_PRELOAD=so` if given), killing it after `limit`.
 fn run(prog: &Path, so: Option<&Path>, limit: Duration) -> (bool, String) {
+    run_with(prog, so, &[], limit)
+}
+
+/// [`run`] with extra environment variables.
+fn run_with(
+    prog: &Path,
+    so: Option<&Path>,
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> (bool, String) {
     let mut cmd = Command::new(prog);
+    cmd.envs(env.iter().copied());
     if let Some(so) = so {
         cmd.env("LD_PRELOAD", so);
     }
@@ -81,6 +92,27 @@ fn c_program_runs_on_klock_locks() {
 #[test]
 fn forwarded_objects_and_fork() {
     runs_clean("fork_test");
+}
+
+#[test]
+fn fork_with_rwlock_waiters_and_reader_spinning_off() {
+    // With reader spinning on, a reader of the child takes a free rwlock
+    // past the wait list, so the child's read lock in `fork_rwlock_queued`
+    // never meets the waiters the parent left there; with it off, the read
+    // lock queues, and only a lock that forgot those waiters lets it in.
+    let so = library();
+    // A binary of its own: the other test compiles "preloaded" meanwhile.
+    let prog = compile("fork_test", "rspin_off");
+    let (ok, log) = run_with(
+        &prog,
+        Some(&so),
+        &[("KLOCK_RWSEM_RSPIN", "0")],
+        Duration::from_secs(120),
+    );
+    assert!(
+        ok,
+        "fork_test with KLOCK_RWSEM_RSPIN=0 failed (or hung): {log}"
+    );
 }
 
 #[test]

@@ -391,6 +391,16 @@ pub fn fork_generation() -> u32 {
     FORK_GEN.load(core::sync::atomic::Ordering::Relaxed)
 }
 
+/// The value a thread of this fork generation leaves in a wait-list lock
+/// it holds ([`crate::waitlock::YieldLock::lock_tagged`]): never 0 (free),
+/// 1 in a process that was never forked, and different in every
+/// generation (up to 2^31 of them), so that a child recognises a lock
+/// held by a thread that stayed in the parent.
+#[inline]
+pub fn fork_tag() -> u32 {
+    fork_generation().wrapping_shl(1) | 1
+}
+
 /// Call in a just-forked child, on the thread that forked (a
 /// `pthread_atfork` child handler), before it takes a klock lock: the
 /// child is a new thread with a new tid, while the cached tid, the one in

@@ -34,6 +34,18 @@ pub trait WaitLockRaw: Sized + Send + Sync {
     const SLEEPS: bool;
     /// Acquire (spinning; may yield the CPU).
     fn lock(&self);
+    /// Acquire, leaving `tag` (never 0) in the lock while it is held;
+    /// a holder that left another tag is one that will never release it
+    /// (a thread of the parent, in a forked child): the lock is taken
+    /// over from it, and the result says so (`true`), so that the caller
+    /// can repair what it left half done. A lock that cannot carry a tag
+    /// (the queued spinlock) waits as [`lock`](Self::lock) does and never
+    /// reports a take-over.
+    fn lock_tagged(&self, tag: u32) -> bool {
+        let _ = tag;
+        self.lock();
+        false
+    }
     /// Release.
     ///
     /// # Safety
@@ -104,12 +116,15 @@ impl YieldLock {
 
     /// Acquire, leaving `tag` (non-zero) in the word while held. A word
     /// that holds another non-zero value was locked by a holder that will
-    /// never release it (the compact mutex tags its wait-list lock with
-    /// the fork generation: a holder tagged with an older one is a thread
-    /// left behind in the parent of a fork); the lock is taken over from
-    /// it, and the result says so (`true`), so the caller can repair what
-    /// that holder left half done. [`YieldLock`]'s own `lock` always uses
-    /// the tag 1, so for it there is never another tag.
+    /// never release it (the compact mutex and the rw-semaphore tag their
+    /// wait-list locks with the fork generation,
+    /// [`crate::thread::fork_tag`]: a holder tagged with an older one is a
+    /// thread left behind in the parent of a fork); the lock is taken over
+    /// from it, and the result says so (`true`), so the caller can repair
+    /// what that holder left half done. A plain `lock` is the tag 1, which
+    /// a locker with another tag would take over: every acquisition of one
+    /// lock must use the same form (a plain `lock` everywhere, or the fork
+    /// tag everywhere, which is 1 until the process is a forked child).
     #[inline]
     pub fn lock_tagged(&self, tag: u32) -> bool {
         debug_assert!(tag != 0);
@@ -188,8 +203,12 @@ impl WaitLockRaw for YieldLock {
     }
     #[inline]
     fn lock(&self) {
-        // Tag 1, the only one: never taken over.
-        let _ = self.lock_tagged(1);
+        // Tag 1: taken over only by a locker with another tag.
+        let _ = YieldLock::lock_tagged(self, 1);
+    }
+    #[inline]
+    fn lock_tagged(&self, tag: u32) -> bool {
+        YieldLock::lock_tagged(self, tag)
     }
     #[inline]
     unsafe fn unlock(&self) {

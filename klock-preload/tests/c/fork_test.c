@@ -280,11 +280,84 @@ static void fork_contended(void) {
   c_atfork = 0;
 }
 
+/* Forks while threads wait on a rwlock the forking thread read-holds: at
+ * the fork two writers, and two readers behind them, sleep in its wait
+ * list. In the child they do not exist: its unlock and its next locks
+ * must neither wait for them nor hand the lock to them. (glibc's rwlock
+ * fails this: its waiting writer keeps the lock write-locked in the
+ * child.) The child has 10 s; a hang is reported as a failure and the
+ * child killed. */
+static pthread_rwlock_t q_rw = PTHREAD_RWLOCK_INITIALIZER;
+static int q_started;
+
+static void *q_waiter(void *arg) {
+  __atomic_add_fetch(&q_started, 1, __ATOMIC_SEQ_CST);
+  if (arg)
+    pthread_rwlock_wrlock(&q_rw);
+  else
+    pthread_rwlock_rdlock(&q_rw);
+  pthread_rwlock_unlock(&q_rw);
+  return NULL;
+}
+
+/* Start `n` waiters (writers if `writer`) and let them go to sleep. */
+static void q_start(pthread_t *t, int n, long writer) {
+  int want = __atomic_load_n(&q_started, __ATOMIC_SEQ_CST) + n;
+  for (int i = 0; i < n; i++)
+    pthread_create(&t[i], NULL, q_waiter, (void *)writer);
+  while (__atomic_load_n(&q_started, __ATOMIC_SEQ_CST) < want)
+    usleep(1000);
+  usleep(20000); /* past any spinning: they sleep in the list */
+}
+
+/* waitpid with a limit: the child's status, or -1 after killing a child
+ * that did not exit within `secs` seconds. */
+static int wait_child(pid_t pid, int secs) {
+  int status;
+  for (int i = 0; i < secs * 100; i++) {
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      return status;
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+static void fork_rwlock_queued(void) {
+  for (int round = 0; round < 5; round++) {
+    pthread_t t[4];
+    CHECK_RC(pthread_rwlock_rdlock(&q_rw), 0);
+    q_start(t, 2, 1);
+    q_start(t + 2, 2, 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (pthread_rwlock_unlock(&q_rw)) _exit(2);
+      if (pthread_rwlock_wrlock(&q_rw)) _exit(3);
+      if (pthread_rwlock_unlock(&q_rw)) _exit(4);
+      if (pthread_rwlock_rdlock(&q_rw)) _exit(5);
+      if (pthread_rwlock_unlock(&q_rw)) _exit(6);
+      if (pthread_rwlock_destroy(&q_rw)) _exit(7);
+      _exit(0);
+    }
+    CHECK_RC(pthread_rwlock_unlock(&q_rw), 0);
+    for (int i = 0; i < 4; i++)
+      pthread_join(t[i], NULL);
+    int status = wait_child(pid, 10);
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "FAIL rwlock fork round %d: child %s %#x\n", round,
+              status == -1 ? "hung, killed" : "status", status);
+      failures++;
+    }
+  }
+}
+
 int main(void) {
   load_probe();
   forwarded_and_shared();
   fork_multithreaded();
   fork_contended();
+  fork_rwlock_queued();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

@@ -137,7 +137,7 @@ impl Linked for Waiter {
 pub struct RawMutexCompact {
     owner: AtomicU32,
     osq: Osq,
-    /// Held with [`fork::wait_lock_tag`] (see `compact_fork.rs`).
+    /// Held with [`crate::thread::fork_tag`] (see `compact_fork.rs`).
     wait_lock: YieldLock,
     spin: SpinStats,
     spare: [AtomicU32; 2],

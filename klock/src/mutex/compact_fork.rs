@@ -8,7 +8,7 @@
 //!   of a wait list and cleared with it by the last one: a word with
 //!   `WAITERS` and another generation ([`is_stale`]) has a list whose
 //!   waiters exist only in the parent;
-//! * the wait-list lock's held value ([`wait_lock_tag`]): a lock held
+//! * the wait-list lock's held value ([`fork_tag`]): a lock held
 //!   with another generation's tag is held by a thread that exists only
 //!   in the parent, which may have left the list or the owner word half
 //!   updated (a first waiter between linking itself and setting
@@ -23,7 +23,7 @@
 
 use super::{RawMutexCompact, C_COUNTING, C_PICKUP, C_WAITERS, OWNER_MASK};
 use crate::sync::Ordering::Relaxed;
-use crate::thread::fork_generation;
+use crate::thread::{fork_generation, fork_tag};
 use crate::waitlist::WaitList;
 
 /// The owner word's generation field: bits 27..32, the low 5 bits of the
@@ -44,14 +44,6 @@ pub(super) fn is_stale(w: u32) -> bool {
     w & C_WAITERS != 0 && w & GEN_MASK != gen_bits()
 }
 
-/// The value a thread of this generation leaves in the wait-list lock's
-/// word while it holds it: never 0 (free), and different in every
-/// generation (up to 2^31 of them).
-#[inline]
-pub(super) fn wait_lock_tag() -> u32 {
-    fork_generation().wrapping_shl(1) | 1
-}
-
 impl RawMutexCompact {
     /// Take `wait_lock`. In a forked child, the first thread to take it
     /// while it still shows the parent's waiters (it was taken over from a
@@ -59,7 +51,7 @@ impl RawMutexCompact {
     /// forgets those waiters.
     #[inline]
     pub(super) fn lock_wait_list(&self) {
-        let taken_over = self.wait_lock.lock_tagged(wait_lock_tag());
+        let taken_over = self.wait_lock.lock_tagged(fork_tag());
         if taken_over || is_stale(self.owner.load(Relaxed)) {
             self.forget_parent_waiters();
         }
@@ -150,7 +142,7 @@ mod tests {
     /// Whether the wait list is empty and `wait_lock` free to this
     /// generation (not still held by a parent thread's tag).
     fn list_empty_and_wait_lock_free(m: &RawMutexCompact) -> bool {
-        let taken_over = m.wait_lock.lock_tagged(wait_lock_tag());
+        let taken_over = m.wait_lock.lock_tagged(fork_tag());
         // SAFETY: we hold wait_lock.
         let empty = unsafe { m.list_head() }.is_null();
         // SAFETY: we hold it.
@@ -167,7 +159,7 @@ mod tests {
         assert_eq!(GEN_SHIFT, 27);
         assert_eq!(GEN_MASK & (C_COUNTING | OWNER_MASK | LIST_FLAGS), 0);
         assert_eq!(GEN_MASK | C_COUNTING | OWNER_MASK | LIST_FLAGS, !0);
-        assert_ne!(wait_lock_tag(), 0);
+        assert_ne!(fork_tag(), 0);
     }
 
     /// A parent thread was linking itself as the first waiter at the
@@ -178,7 +170,7 @@ mod tests {
     fn a_wait_lock_held_by_a_parent_thread_is_taken_over() {
         let m = leak();
         m.lock();
-        assert!(!m.wait_lock.lock_tagged(wait_lock_tag().wrapping_sub(2)));
+        assert!(!m.wait_lock.lock_tagged(fork_tag().wrapping_sub(2)));
         let g = Box::leak(ghost(7));
         // SAFETY: we "hold" wait_lock, as that parent thread did; the
         // record is leaked, so it stays alive.
@@ -195,7 +187,7 @@ mod tests {
     #[test]
     fn a_last_waiter_left_in_the_parent_blocks_nobody() {
         let m = leak();
-        assert!(!m.wait_lock.lock_tagged(wait_lock_tag().wrapping_sub(2)));
+        assert!(!m.wait_lock.lock_tagged(fork_tag().wrapping_sub(2)));
         m.lock();
         unlock_to_a_waiting_thread(
             m,
@@ -247,10 +239,10 @@ mod tests {
     #[test]
     fn a_wait_lock_of_this_generation_is_waited_for() {
         let m = leak();
-        assert!(!m.wait_lock.lock_tagged(wait_lock_tag()));
+        assert!(!m.wait_lock.lock_tagged(fork_tag()));
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
-            let _ = tx.send(m.wait_lock.lock_tagged(wait_lock_tag()));
+            let _ = tx.send(m.wait_lock.lock_tagged(fork_tag()));
         });
         assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
         // SAFETY: we hold it.

@@ -76,7 +76,7 @@ impl<const R: u8, const A: u8, W: WaitLockRaw> RawRwSemWith<R, A, W> {
     /// Loom only: whether the wait list is empty (takes wait_lock).
     #[doc(hidden)]
     pub fn wait_list_is_empty(&self) -> bool {
-        self.wait_lock.lock();
+        self.wl_lock();
         // SAFETY: we hold wait_lock.
         let empty = unsafe { self.list_head() }.is_null();
         // SAFETY: we hold wait_lock.

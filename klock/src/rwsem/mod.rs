@@ -179,6 +179,9 @@
 //! first waiter sets `HANDOFF` after [`wait_timeout_ns`] and, once woken,
 //! spins on a writer owner without the OSQ.
 //!
+//! *Fork*: in a forked child, the first thread that takes `wait_lock`
+//! forgets the waiters that stayed in the parent (`fork.rs`).
+//!
 //! # Memory ordering
 //!
 //! The count word is the lock: acquiring RMWs are `Acquire`, releasing
@@ -209,6 +212,7 @@ use std::time::Duration;
 
 #[cfg(not(loom))]
 mod api;
+mod fork;
 #[cfg(loom)]
 mod loom_probe;
 mod read;
@@ -347,6 +351,9 @@ struct Waiter {
     saw_rd: bool,
     /// When it queued (reader hand-off requests).
     since: u64,
+    /// The fork generation it queued in: a list whose waiters are of an
+    /// older one was inherited from the parent of a fork (see `fork.rs`).
+    gen: u32,
     /// Loom only: the waiter's thread, unparked by wakers (see `park`).
     #[cfg(loom)]
     thread: loom::thread::Thread,

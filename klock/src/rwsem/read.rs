@@ -87,7 +87,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// lets the readers queued at the front join it: under `wait_lock`,
     /// grant them if the front waiter is a reader (never wakes a writer).
     pub(super) fn grant_front_readers(&self) {
-        self.wait_lock.lock();
+        self.wl_lock();
         // SAFETY: we hold wait_lock.
         unsafe { self.wake_front(false) };
         // SAFETY: we hold wait_lock.
@@ -160,12 +160,13 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             role: Role::Reader,
             saw_rd,
             since,
+            gen: crate::thread::fork_generation(),
             #[cfg(loom)]
             thread: loom::thread::current(),
         };
         let wp: *const Waiter = &waiter;
 
-        self.wait_lock.lock();
+        self.wl_lock();
         // SAFETY: we hold wait_lock.
         if unsafe { self.list_head() }.is_null() {
             // Nobody queued: take it now unless a writer holds or a
@@ -243,7 +244,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 // through the lock's `rgate`, so we may return at once.
                 break st;
             }
-            self.wait_lock.lock();
+            self.wl_lock();
         };
         core::mem::forget(bomb);
         if woke == W_RETRY {

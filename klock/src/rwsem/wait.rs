@@ -68,7 +68,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     #[cold]
     #[inline(never)]
     pub(super) fn unlock_wake(&self) {
-        self.wait_lock.lock();
+        self.wl_lock();
         // SAFETY: we hold wait_lock.
         unsafe { self.wake_front(true) };
         // SAFETY: we hold wait_lock.

@@ -78,7 +78,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     #[cold]
     #[inline(never)]
     fn write_unlock_queued(&self) {
-        self.wait_lock.lock();
+        self.wl_lock();
         // SAFETY: we hold wait_lock; linked waiters are alive.
         let head = unsafe { self.list_head() };
         let reader = if head.is_null() || unsafe { &*head }.role == Role::Reader {
@@ -192,13 +192,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             role: Role::Writer,
             saw_rd: false,
             since: 0,
+            gen: crate::thread::fork_generation(),
             #[cfg(loom)]
             thread: loom::thread::current(),
         };
         let wp: *const Waiter = &waiter;
         let spin = oncpu::spinning_useful();
 
-        self.wait_lock.lock();
+        self.wl_lock();
         if self.try_write(false) {
             // SAFETY: we hold wait_lock.
             unsafe { self.wl_unlock() };
@@ -267,10 +268,10 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 && (self.try_write(true)
                     || (spin && self.optimistic_spin(me, Role::Writer, true, deadline)))
             {
-                self.wait_lock.lock();
+                self.wl_lock();
                 break true;
             }
-            self.wait_lock.lock();
+            self.wl_lock();
         };
 
         // Holding wait_lock: unlink ourselves.
