@@ -65,17 +65,24 @@ pub struct ThreadSlot {
     pub osq: CachePadded<QNode>,
     /// Kernel tid of the thread holding this index now (0 when free).
     pub tid: AtomicU32,
+    /// The queued spinlocks whose slow path this thread is in, by nesting
+    /// level (0: none): where it may hold the pending bit or a place in
+    /// the queue. Read only by a forked child's fork handler, which clears
+    /// those bits on the locks of threads that stayed in the parent
+    /// (`qspinlock/fork.rs`). Plain atomics, not loom's: bookkeeping only.
+    pub spin_slow: [core::sync::atomic::AtomicUsize; MCS_NODES],
     /// This slot's index (1..=MAX_THREADS), fixed for the slot's life.
     pub index: u32,
 }
 
 impl ThreadSlot {
-    fn new(index: u32) -> Self {
+    pub(crate) fn new(index: u32) -> Self {
         Self {
             mcs: core::array::from_fn(|_| CachePadded::new(QNode::new())),
             mcs_depth: AtomicU32::new(0),
             osq: CachePadded::new(QNode::new()),
             tid: AtomicU32::new(0),
+            spin_slow: [const { core::sync::atomic::AtomicUsize::new(0) }; MCS_NODES],
             index,
         }
     }
@@ -409,8 +416,11 @@ pub fn fork_tag() -> u32 {
 /// their owner, a tid the kernel may later give to a new thread of the
 /// child. The thread keeps its index and queue nodes (the child's copy of
 /// the slot table has them). It also starts a new
-/// [`fork_generation`], so that the compact mutexes forget waiters that
-/// stayed in the parent.
+/// [`fork_generation`], so that the compact mutexes, the rw-semaphores
+/// and the preload's condition variables forget waiters that stayed in
+/// the parent, and clears the queue tail and pending bit of the queued
+/// spinlocks those threads were waiting for
+/// ([`crate::qspinlock::forget_parent_waiters`]).
 #[cfg(not(loom))]
 pub fn after_fork_in_child() {
     FORK_GEN.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
@@ -420,16 +430,27 @@ pub fn after_fork_in_child() {
             c.set(tid);
         }
     });
-    if !imp::CTX_MADE.try_with(|m| m.get()).unwrap_or(false) {
-        return;
+    // This thread's slot, if it has a context (not created here: that
+    // takes the index list's lock, which a thread of the parent may hold).
+    let mut me = None;
+    if imp::CTX_MADE.try_with(|m| m.get()).unwrap_or(false) {
+        let _ = imp::CTX.try_with(|c| {
+            c.tid.set(tid);
+            if let Some(s) = c.slot {
+                // Relaxed: only this thread exists in the child yet.
+                s.tid.store(tid, core::sync::atomic::Ordering::Relaxed);
+            }
+            me = c.slot;
+        });
     }
-    let _ = imp::CTX.try_with(|c| {
-        c.tid.set(tid);
-        if let Some(s) = c.slot {
-            // Relaxed: only this thread exists in the child yet.
-            s.tid.store(tid, core::sync::atomic::Ordering::Relaxed);
+    // Every other slot belongs to a thread that stayed in the parent: the
+    // queued spinlocks it was waiting for forget it.
+    for index in 1..=high_water() {
+        let s = slot(index);
+        if !me.is_some_and(|m| core::ptr::eq(m, s)) {
+            crate::qspinlock::forget_parent_waiters(s);
         }
-    });
+    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -352,12 +352,78 @@ static void fork_rwlock_queued(void) {
   }
 }
 
+/* Forks while threads wait for a spinlock the forking thread holds: at
+ * the fork they spin for it, hold its pending bit or sit in its queue.
+ * In the child they do not exist: after its unlock, two new threads
+ * contend the lock and must not wait behind them. */
+static pthread_spinlock_t p_spin;
+static int p_started;
+static long p_count;
+
+static void *p_waiter(void *arg) {
+  (void)arg;
+  __atomic_add_fetch(&p_started, 1, __ATOMIC_SEQ_CST);
+  pthread_spin_lock(&p_spin);
+  pthread_spin_unlock(&p_spin);
+  return NULL;
+}
+
+static void *p_child_thread(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 20000; i++) {
+    pthread_spin_lock(&p_spin);
+    p_count++;
+    pthread_spin_unlock(&p_spin);
+  }
+  return NULL;
+}
+
+static void fork_spinlock_queued(void) {
+  CHECK_RC(pthread_spin_init(&p_spin, PTHREAD_PROCESS_PRIVATE), 0);
+  for (int round = 0; round < 5; round++) {
+    pthread_t t[3];
+    p_started = 0;
+    CHECK_RC(pthread_spin_lock(&p_spin), 0);
+    for (int i = 0; i < 3; i++)
+      pthread_create(&t[i], NULL, p_waiter, NULL);
+    while (__atomic_load_n(&p_started, __ATOMIC_SEQ_CST) < 3)
+      usleep(1000);
+    usleep(20000); /* they queue (and sleep) behind the holder */
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (pthread_spin_unlock(&p_spin)) _exit(2);
+      pthread_t c[2];
+      p_count = 0;
+      for (int i = 0; i < 2; i++)
+        if (pthread_create(&c[i], NULL, p_child_thread, NULL)) _exit(3);
+      for (int i = 0; i < 2; i++)
+        pthread_join(c[i], NULL);
+      if (p_count != 40000) _exit(4);
+      if (pthread_spin_trylock(&p_spin)) _exit(5);
+      if (pthread_spin_unlock(&p_spin)) _exit(6);
+      if (pthread_spin_destroy(&p_spin)) _exit(7);
+      _exit(0);
+    }
+    CHECK_RC(pthread_spin_unlock(&p_spin), 0);
+    for (int i = 0; i < 3; i++)
+      pthread_join(t[i], NULL);
+    int status = wait_child(pid, 10);
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "FAIL spinlock fork round %d: child %s %#x\n", round,
+              status == -1 ? "hung, killed" : "status", status);
+      failures++;
+    }
+  }
+  CHECK_RC(pthread_spin_destroy(&p_spin), 0);
+}
+
 int main(void) {
   load_probe();
   forwarded_and_shared();
   fork_multithreaded();
   fork_contended();
   fork_rwlock_queued();
+  fork_spinlock_queued();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

@@ -139,6 +139,15 @@
 //! is the native slow path. All variants can live in one process. The
 //! paravirt budgets are [`pv_tuning`] / [`set_pv_tuning`].
 //!
+//! # Fork
+//!
+//! In a forked child the threads of the parent that held the pending bit
+//! or sat in the queue are gone. Each thread records, in its slot, the
+//! lock whose slow path it is in; the child's fork handler
+//! ([`crate::thread::after_fork_in_child`]) clears the tail and pending
+//! bit of the locks the others recorded (`fork.rs`,
+//! [`forget_parent_waiters`]).
+//!
 //! # When not to use it
 //!
 //! The native lock is a pure FIFO spinlock: with more runnable threads than
@@ -147,6 +156,8 @@
 //! collapse; for long critical sections a sleeping lock ([`crate::Mutex`])
 //! still wastes less.
 
+mod fork;
+pub use fork::forget_parent_waiters;
 mod native;
 pub(crate) mod pv;
 pub(crate) mod pv_ops;

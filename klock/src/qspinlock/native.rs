@@ -10,6 +10,8 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     #[cold]
     #[inline(never)]
     pub(super) fn lock_slow<const MODE: u8>(&self, mut val: u32) {
+        // Where a forked child looks for the parent's waiters (`fork.rs`).
+        let _slow = self.enter_slow_path();
         // 1. (0,1,0): a pending waiter is taking the lock right now
         //    (between its wait and clear_pending_set_locked). Give it a
         //    bounded number of re-reads to finish, so we can use the

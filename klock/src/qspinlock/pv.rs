@@ -145,6 +145,8 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     #[cold]
     #[inline(never)]
     pub(super) fn pv_lock_slow<const MODE: u8, const LAZY: bool>(&self, mut val: u32) -> usize {
+        // Where a forked child looks for the parent's waiters (`fork.rs`).
+        let _slow = self.enter_slow_path();
         // Loom: the probe's bookkeeping asks for the thread id right after
         // an acquiring RMW; its first call initialises a thread-local with
         // a loom atomic, which must not come in between.
