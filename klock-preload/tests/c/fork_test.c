@@ -284,9 +284,9 @@ static void fork_contended(void) {
  * the fork two writers, and two readers behind them, sleep in its wait
  * list. In the child they do not exist: its unlock and its next locks
  * must neither wait for them nor hand the lock to them. (glibc's rwlock
- * fails this: its waiting writer keeps the lock write-locked in the
- * child.) The child has 10 s; a hang is reported as a failure and the
- * child killed. */
+ * fails this: after the child's unlock its try-locks say EBUSY.) The
+ * child has 10 s; a hang is reported as a failure and the child
+ * killed. */
 static pthread_rwlock_t q_rw = PTHREAD_RWLOCK_INITIALIZER;
 static int q_started;
 
