@@ -147,11 +147,12 @@ unsafe extern "C" fn before_fork() {
 
 /// Registered with `pthread_atfork` at load ([`REGISTER_ATFORK`]), so it
 /// runs in a forked child before the program's own child handlers (they
-/// run in the order registered): klock learns the child thread's tid, and
-/// the compact mutexes forget wait lists whose waiters stayed in the
-/// parent.
+/// run in the order registered): klock learns the child thread's tid, the
+/// mutexes and rwlocks forget wait lists whose waiters stayed in the
+/// parent, and the spinlocks forget those threads' places in their queues
+/// ([`klock::after_fork_in_child`]).
 unsafe extern "C" fn after_fork_in_child() {
-    klock::thread::after_fork_in_child();
+    klock::after_fork_in_child();
 }
 
 extern "C" fn register_atfork() {

@@ -74,6 +74,22 @@ pub use condvar::{RawCondvar, RawCondvarWith};
 pub use mutex::{RawMutex, RawMutexWith};
 pub use qrwlock::RawQRwLock;
 pub use qspinlock::{RawQSpinLock, RawQSpinLockNative, RawQSpinLockWith};
+
+/// Call in a just-forked child, on the thread that forked (a
+/// `pthread_atfork` child handler), before it takes a klock lock (the
+/// preload library does). It runs [`thread::after_fork_in_child`] (the
+/// thread's new tid, a new fork generation: the mutexes, rw-semaphores and
+/// the preload's condition variables then forget the waiters that stayed
+/// in the parent), then clears the queue tail and the pending bit of every
+/// queued spinlock those threads were waiting for
+/// ([`qspinlock::forget_parent_waiters`]).
+#[cfg(not(loom))]
+pub fn after_fork_in_child() {
+    thread::after_fork_in_child();
+    for s in thread::other_threads_slots() {
+        qspinlock::forget_parent_waiters(s);
+    }
+}
 pub use rtmutex::{RawRtMutex, RawRtMutexWith, RtMutexError};
 
 pub use rwsem::{RawRwSem, RawRwSemWith};

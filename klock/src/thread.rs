@@ -418,9 +418,8 @@ pub fn fork_tag() -> u32 {
 /// the slot table has them). It also starts a new
 /// [`fork_generation`], so that the compact mutexes, the rw-semaphores
 /// and the preload's condition variables forget waiters that stayed in
-/// the parent, and clears the queue tail and pending bit of the queued
-/// spinlocks those threads were waiting for
-/// ([`crate::qspinlock::forget_parent_waiters`]).
+/// the parent. Call it through [`crate::after_fork_in_child`], which also
+/// repairs the queued spinlocks those threads were waiting for.
 #[cfg(not(loom))]
 pub fn after_fork_in_child() {
     FORK_GEN.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
@@ -430,27 +429,32 @@ pub fn after_fork_in_child() {
             c.set(tid);
         }
     });
-    // This thread's slot, if it has a context (not created here: that
-    // takes the index list's lock, which a thread of the parent may hold).
+    // Not created here: that takes the index list's lock, which a thread
+    // of the parent may hold.
+    if !imp::CTX_MADE.try_with(|m| m.get()).unwrap_or(false) {
+        return;
+    }
+    let _ = imp::CTX.try_with(|c| {
+        c.tid.set(tid);
+        if let Some(s) = c.slot {
+            // Relaxed: only this thread exists in the child yet.
+            s.tid.store(tid, core::sync::atomic::Ordering::Relaxed);
+        }
+    });
+}
+
+/// In a forked child, on the thread that forked: the slots of every other
+/// thread index handed out, which belong to threads that stayed in the
+/// parent. Creates no thread context (see [`after_fork_in_child`]).
+#[cfg(not(loom))]
+pub fn other_threads_slots() -> impl Iterator<Item = &'static ThreadSlot> {
     let mut me = None;
     if imp::CTX_MADE.try_with(|m| m.get()).unwrap_or(false) {
-        let _ = imp::CTX.try_with(|c| {
-            c.tid.set(tid);
-            if let Some(s) = c.slot {
-                // Relaxed: only this thread exists in the child yet.
-                s.tid.store(tid, core::sync::atomic::Ordering::Relaxed);
-            }
-            me = c.slot;
-        });
+        let _ = imp::CTX.try_with(|c| me = c.slot);
     }
-    // Every other slot belongs to a thread that stayed in the parent: the
-    // queued spinlocks it was waiting for forget it.
-    for index in 1..=high_water() {
-        let s = slot(index);
-        if !me.is_some_and(|m| core::ptr::eq(m, s)) {
-            crate::qspinlock::forget_parent_waiters(s);
-        }
-    }
+    (1..=high_water())
+        .map(slot)
+        .filter(move |s| !me.is_some_and(|m| core::ptr::eq(m, *s)))
 }
 
 #[cfg(all(test, not(loom)))]

@@ -125,7 +125,7 @@ impl Linked for Waiter {
 /// the releases by the word's modification order, the list by
 /// `wait_lock`).
 ///
-/// In a forked child ([`crate::thread::after_fork_in_child`]), the waiters queued at the
+/// In a forked child ([`crate::after_fork_in_child`]), the waiters queued at the
 /// fork and a holder of `wait_lock` stayed in the parent: the wait list's
 /// generation (in the owner word) and `wait_lock`'s held value (tagged
 /// with its holder's generation) tell, and the first child thread to take

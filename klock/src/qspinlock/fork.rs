@@ -8,7 +8,7 @@
 //! The word has no room for a fork generation, so the threads say where
 //! they are instead: a thread entering a slow path records the lock's
 //! address in its slot (`ThreadSlot::spin_slow`, by nesting level) and
-//! removes it when it leaves. In the child, [`crate::thread::after_fork_in_child`]
+//! removes it when it leaves. In the child, [`crate::after_fork_in_child`]
 //! passes every other thread's slot to [`forget_parent_waiters`], which
 //! clears the tail and the pending bit of each lock recorded there:
 //! `(n, p, l) -> (0, 0, l)`. It runs before the child has a second thread,
@@ -76,7 +76,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
 /// In a forked child: clear the tail and the pending bit of every queued
 /// spinlock whose slow path the thread of `s` was in; `s` is the slot of a
 /// thread that stayed in the parent. Called by
-/// [`crate::thread::after_fork_in_child`] while the child has one thread.
+/// [`crate::after_fork_in_child`] while the child has one thread.
 pub fn forget_parent_waiters(s: &ThreadSlot) {
     for rec in &s.spin_slow {
         let addr = rec.swap(0, Ordering::Relaxed);

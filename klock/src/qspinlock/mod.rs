@@ -144,7 +144,7 @@
 //! In a forked child the threads of the parent that held the pending bit
 //! or sat in the queue are gone. Each thread records, in its slot, the
 //! lock whose slow path it is in; the child's fork handler
-//! ([`crate::thread::after_fork_in_child`]) clears the tail and pending
+//! ([`crate::after_fork_in_child`]) clears the tail and pending
 //! bit of the locks the others recorded (`fork.rs`,
 //! [`forget_parent_waiters`]).
 //!
