@@ -444,8 +444,9 @@ pub fn after_fork_in_child() {
 }
 
 /// In a forked child, on the thread that forked: the slots of every other
-/// thread index handed out, which belong to threads that stayed in the
-/// parent. Creates no thread context (see [`after_fork_in_child`]).
+/// thread index handed out. Each belongs to a thread that stayed in the
+/// parent, or to none (an index given back by a thread that exited).
+/// Creates no thread context (see [`after_fork_in_child`]).
 #[cfg(not(loom))]
 pub fn other_threads_slots() -> impl Iterator<Item = &'static ThreadSlot> {
     let mut me = None;
