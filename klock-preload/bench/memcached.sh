@@ -14,11 +14,9 @@ rounds=${1:-5}
 clients=${2:-8}
 secs=${3:-3}
 workers=${4:-4}
-root=$(cd "$(dirname "$0")/../.." && pwd)
-so="$root/target/release/libklock_preload.so"
-command -v memcached >/dev/null || { echo "memcached.sh: memcached is not installed" >&2; exit 2; }
-[ -f "$so" ] || { echo "memcached.sh: $so missing: run cargo build --release" >&2; exit 2; }
-tmp=$(mktemp -d)
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_setup memcached.sh memcached
 trap 'kill $(cat "$tmp"/pid 2>/dev/null) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 cc -O2 -o "$tmp/load" "$root/klock-preload/bench/memcached_load.c" -lpthread
 # Below the kernel's ephemeral range (32768 up), where the load's own
@@ -58,12 +56,11 @@ for r in $(seq "$rounds"); do
     run klock+stat LD_PRELOAD="$so" KLOCK_STAT=1
 done
 echo
-median() { # NAME: the median of its runs' requests per second
-    awk -v n="$1" '$1 == n { print $2 }' "$tmp/results" | sort -n |
-        awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+median_of() { # NAME: the median of its runs' requests per second
+    awk -v n="$1" '$1 == n { print $2 }' "$tmp/results" | median
 }
-base=$(median glibc)
+base=$(median_of glibc)
 for k in glibc klock klock+stat; do
-    m=$(median "$k")
+    m=$(median_of "$k")
     awk -v k="$k" -v m="$m" -v b="$base" 'BEGIN { printf "median %-12s %10.0f req/s  %.3fx glibc\n", k, m, m / b }'
 done

@@ -22,12 +22,9 @@ set -euo pipefail
 rounds=${1:-3}
 shift || true
 threads=${*:-2 4 16}
-root=$(cd "$(dirname "$0")/../.." && pwd)
-so="$root/target/release/libklock_preload.so"
-command -v sysbench >/dev/null || { echo "sysbench.sh: sysbench is not installed" >&2; exit 2; }
-[ -f "$so" ] || { echo "sysbench.sh: $so missing: run cargo build --release" >&2; exit 2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_setup sysbench.sh sysbench
 
 # run TEST THREADS NAME ENV...: one sysbench run; records its figure.
 run() {
@@ -58,14 +55,13 @@ for test in threads mutex; do
     done
 done
 echo
-median() { # TEST THREADS NAME
-    awk -v a="$1" -v b="$2" -v c="$3" '$1 == a && $2 == b && $3 == c { print $4 }' "$tmp/results" |
-        sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+median_of() { # TEST THREADS NAME
+    awk -v a="$1" -v b="$2" -v c="$3" '$1 == a && $2 == b && $3 == c { print $4 }' "$tmp/results" | median
 }
 for test in threads mutex; do
     for t in $threads; do
-        g=$(median "$test" "$t" glibc)
-        k=$(median "$test" "$t" klock)
+        g=$(median_of "$test" "$t" glibc)
+        k=$(median_of "$test" "$t" klock)
         awk -v test="$test" -v t="$t" -v g="$g" -v k="$k" 'BEGIN {
             if (test == "threads")
                 printf "median %-7s %2d threads: glibc %8.0f events, klock %8.0f events: %.2fx\n", test, t, g, k, k / g

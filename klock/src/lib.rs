@@ -77,16 +77,15 @@ pub use qspinlock::{RawQSpinLock, RawQSpinLockNative, RawQSpinLockWith};
 
 /// Call in a just-forked child, on the thread that forked (a
 /// `pthread_atfork` child handler), before it takes a klock lock (the
-/// preload library does). It runs [`thread::after_fork_in_child`] (the
-/// thread's new tid, a new fork generation: the mutexes, rw-semaphores and
-/// the preload's condition variables then forget the waiters that stayed
-/// in the parent), then clears the queue tail and the pending bit of every
-/// queued spinlock those threads were waiting for
+/// preload library does). klock learns the thread's new tid and starts a
+/// new [`thread::fork_generation`], by which the mutexes, rw-semaphores
+/// and the preload's condition variables forget the waiters that stayed
+/// in the parent; then the queue tail and the pending bit of every queued
+/// spinlock those threads were waiting for are cleared
 /// ([`qspinlock::forget_parent_waiters`]).
 #[cfg(not(loom))]
 pub fn after_fork_in_child() {
-    thread::after_fork_in_child();
-    for s in thread::other_threads_slots() {
+    for s in thread::after_fork_in_child() {
         qspinlock::forget_parent_waiters(s);
     }
 }

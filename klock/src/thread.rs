@@ -162,7 +162,7 @@ mod imp {
     pub struct Ctx {
         pub slot: Option<&'static ThreadSlot>,
         /// The thread's tid; rewritten only in a forked child
-        /// ([`after_fork_in_child`](super::after_fork_in_child)).
+        /// ([`crate::after_fork_in_child`]).
         pub tid: core::cell::Cell<u32>,
     }
 
@@ -383,12 +383,12 @@ fn current_tid_slow(cache: &'static std::thread::LocalKey<core::cell::Cell<u32>>
     tid
 }
 
-/// Forks this process is a child of, counted by [`after_fork_in_child`].
+/// Forks this process is a child of, counted by [`crate::after_fork_in_child`].
 /// A plain atomic, not a loom one: models never fork. Relaxed: bumped in a
 /// just-forked child before any other thread of it exists.
 static FORK_GEN: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
 
-/// This process's fork generation: how many times [`after_fork_in_child`]
+/// This process's fork generation: how many times [`crate::after_fork_in_child`]
 /// ran in it (0 in a process that is no forked child, or whose fork
 /// handler did not call it). State that threads of the parent left
 /// behind at a fork can be recognised by an older generation (the compact
@@ -408,20 +408,20 @@ pub fn fork_tag() -> u32 {
     fork_generation().wrapping_shl(1) | 1
 }
 
-/// Call in a just-forked child, on the thread that forked (a
-/// `pthread_atfork` child handler), before it takes a klock lock: the
-/// child is a new thread with a new tid, while the cached tid, the one in
-/// the thread's context and the one in its slot are the parent thread's.
-/// Without this the child's locks would name a thread of the parent as
-/// their owner, a tid the kernel may later give to a new thread of the
-/// child. The thread keeps its index and queue nodes (the child's copy of
-/// the slot table has them). It also starts a new
-/// [`fork_generation`], so that the compact mutexes, the rw-semaphores
-/// and the preload's condition variables forget waiters that stayed in
-/// the parent. Call it through [`crate::after_fork_in_child`], which also
-/// repairs the queued spinlocks those threads were waiting for.
+/// The thread part of [`crate::after_fork_in_child`] (which see), on the
+/// thread that forked: the child is a new thread with a new tid, while
+/// the cached tid, the one in the thread's context and the one in its
+/// slot are the parent thread's. Without this the child's locks would
+/// name a thread of the parent as their owner, a tid the kernel may later
+/// give to a new thread of the child. The thread keeps its index and
+/// queue nodes (the child's copy of the slot table has them). It also
+/// starts a new [`fork_generation`], so that the compact mutexes, the
+/// rw-semaphores and the preload's condition variables forget waiters
+/// that stayed in the parent. Returns the slots of every other thread
+/// index handed out: each belongs to a thread that stayed in the parent,
+/// or to none (an index given back by a thread that exited).
 #[cfg(not(loom))]
-pub fn after_fork_in_child() {
+pub(crate) fn after_fork_in_child() -> impl Iterator<Item = &'static ThreadSlot> {
     FORK_GEN.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     let tid = crate::sys::gettid_uncached();
     let _ = TID.try_with(|c| {
@@ -429,29 +429,18 @@ pub fn after_fork_in_child() {
             c.set(tid);
         }
     });
-    // Not created here: that takes the index list's lock, which a thread
-    // of the parent may hold.
-    if !imp::CTX_MADE.try_with(|m| m.get()).unwrap_or(false) {
-        return;
-    }
-    let _ = imp::CTX.try_with(|c| {
-        c.tid.set(tid);
-        if let Some(s) = c.slot {
-            // Relaxed: only this thread exists in the child yet.
-            s.tid.store(tid, core::sync::atomic::Ordering::Relaxed);
-        }
-    });
-}
-
-/// In a forked child, on the thread that forked: the slots of every other
-/// thread index handed out. Each belongs to a thread that stayed in the
-/// parent, or to none (an index given back by a thread that exited).
-/// Creates no thread context (see [`after_fork_in_child`]).
-#[cfg(not(loom))]
-pub fn other_threads_slots() -> impl Iterator<Item = &'static ThreadSlot> {
+    // The context is not created here: that takes the index list's lock,
+    // which a thread of the parent may hold.
     let mut me = None;
     if imp::CTX_MADE.try_with(|m| m.get()).unwrap_or(false) {
-        let _ = imp::CTX.try_with(|c| me = c.slot);
+        let _ = imp::CTX.try_with(|c| {
+            c.tid.set(tid);
+            if let Some(s) = c.slot {
+                // Relaxed: only this thread exists in the child yet.
+                s.tid.store(tid, core::sync::atomic::Ordering::Relaxed);
+            }
+            me = c.slot;
+        });
     }
     (1..=high_water())
         .map(slot)

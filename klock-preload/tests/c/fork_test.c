@@ -10,6 +10,47 @@
 
 static pthread_cond_t s_cond = PTHREAD_COND_INITIALIZER;
 
+/* ---- helpers -------------------------------------------------------------- */
+
+/* Wait for the child `pid` of fork round `round` of the test `what`, at
+ * most 10 s: a child that exits other than with 0, or that hangs (then
+ * killed), is a failure. */
+static void check_child(pid_t pid, const char *what, int round) {
+  int status;
+  for (int i = 0; i < 1000; i++) {
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "FAIL %s round %d: child status %#x\n", what, round,
+                status);
+        failures++;
+      }
+      return;
+    }
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  fprintf(stderr, "FAIL %s round %d: child hung, killed\n", what, round);
+  failures++;
+}
+
+/* Waiters started by start_waiters that have begun to run. */
+static int w_started;
+
+/* Start `n` threads running `fn(arg)`, each of which first counts itself
+ * in `w_started` and then blocks on a lock held by the caller; return
+ * once they have been running for 20 ms, past any spinning: they sleep
+ * in the lock's queue. */
+static void start_waiters(pthread_t *t, int n, void *(*fn)(void *),
+                          void *arg) {
+  int want = __atomic_load_n(&w_started, __ATOMIC_SEQ_CST) + n;
+  for (int i = 0; i < n; i++)
+    pthread_create(&t[i], NULL, fn, arg);
+  while (__atomic_load_n(&w_started, __ATOMIC_SEQ_CST) < want)
+    usleep(1000);
+  usleep(20000);
+}
+
 /* ---- forwarded objects and fork ----------------------------------------- */
 
 struct shared {
@@ -196,12 +237,7 @@ static void fork_multithreaded(void) {
     f_pause = 0;
     pthread_cond_broadcast(&f_gate);
     pthread_mutex_unlock(&f_gate_mutex);
-    int status;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      fprintf(stderr, "FAIL fork round %d: child status %#x\n", round, status);
-      failures++;
-    }
+    check_child(pid, "fork", round);
   }
   pthread_mutex_lock(&f_gate_mutex);
   f_stop = 1;
@@ -266,13 +302,7 @@ static void fork_contended(void) {
       pthread_mutex_unlock(&c_mutex);
       _exit(0);
     }
-    int status;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      fprintf(stderr, "FAIL contended fork round %d: child status %#x\n",
-              round, status);
-      failures++;
-    }
+    check_child(pid, "contended fork", round);
   }
   c_stop = 1;
   for (int i = 0; i < 6; i++)
@@ -284,14 +314,11 @@ static void fork_contended(void) {
  * the fork two writers, and two readers behind them, sleep in its wait
  * list. In the child they do not exist: its unlock and its next locks
  * must neither wait for them nor hand the lock to them. (glibc's rwlock
- * fails this: after the child's unlock its try-locks say EBUSY.) The
- * child has 10 s; a hang is reported as a failure and the child
- * killed. */
+ * fails this: after the child's unlock its try-locks say EBUSY.) */
 static pthread_rwlock_t q_rw = PTHREAD_RWLOCK_INITIALIZER;
-static int q_started;
 
 static void *q_waiter(void *arg) {
-  __atomic_add_fetch(&q_started, 1, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&w_started, 1, __ATOMIC_SEQ_CST);
   if (arg)
     pthread_rwlock_wrlock(&q_rw);
   else
@@ -300,36 +327,12 @@ static void *q_waiter(void *arg) {
   return NULL;
 }
 
-/* Start `n` waiters (writers if `writer`) and let them go to sleep. */
-static void q_start(pthread_t *t, int n, long writer) {
-  int want = __atomic_load_n(&q_started, __ATOMIC_SEQ_CST) + n;
-  for (int i = 0; i < n; i++)
-    pthread_create(&t[i], NULL, q_waiter, (void *)writer);
-  while (__atomic_load_n(&q_started, __ATOMIC_SEQ_CST) < want)
-    usleep(1000);
-  usleep(20000); /* past any spinning: they sleep in the list */
-}
-
-/* waitpid with a limit: the child's status, or -1 after killing a child
- * that did not exit within `secs` seconds. */
-static int wait_child(pid_t pid, int secs) {
-  int status;
-  for (int i = 0; i < secs * 100; i++) {
-    if (waitpid(pid, &status, WNOHANG) == pid)
-      return status;
-    usleep(10000);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return -1;
-}
-
 static void fork_rwlock_queued(void) {
   for (int round = 0; round < 5; round++) {
     pthread_t t[4];
     CHECK_RC(pthread_rwlock_rdlock(&q_rw), 0);
-    q_start(t, 2, 1);
-    q_start(t + 2, 2, 0);
+    start_waiters(t, 2, q_waiter, (void *)1);
+    start_waiters(t + 2, 2, q_waiter, NULL);
     pid_t pid = fork();
     if (pid == 0) {
       if (pthread_rwlock_unlock(&q_rw)) _exit(2);
@@ -343,12 +346,7 @@ static void fork_rwlock_queued(void) {
     CHECK_RC(pthread_rwlock_unlock(&q_rw), 0);
     for (int i = 0; i < 4; i++)
       pthread_join(t[i], NULL);
-    int status = wait_child(pid, 10);
-    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      fprintf(stderr, "FAIL rwlock fork round %d: child %s %#x\n", round,
-              status == -1 ? "hung, killed" : "status", status);
-      failures++;
-    }
+    check_child(pid, "rwlock fork", round);
   }
 }
 
@@ -357,12 +355,11 @@ static void fork_rwlock_queued(void) {
  * In the child they do not exist: after its unlock, two new threads
  * contend the lock and must not wait behind them. */
 static pthread_spinlock_t p_spin;
-static int p_started;
 static long p_count;
 
 static void *p_waiter(void *arg) {
   (void)arg;
-  __atomic_add_fetch(&p_started, 1, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&w_started, 1, __ATOMIC_SEQ_CST);
   pthread_spin_lock(&p_spin);
   pthread_spin_unlock(&p_spin);
   return NULL;
@@ -382,13 +379,8 @@ static void fork_spinlock_queued(void) {
   CHECK_RC(pthread_spin_init(&p_spin, PTHREAD_PROCESS_PRIVATE), 0);
   for (int round = 0; round < 5; round++) {
     pthread_t t[3];
-    p_started = 0;
     CHECK_RC(pthread_spin_lock(&p_spin), 0);
-    for (int i = 0; i < 3; i++)
-      pthread_create(&t[i], NULL, p_waiter, NULL);
-    while (__atomic_load_n(&p_started, __ATOMIC_SEQ_CST) < 3)
-      usleep(1000);
-    usleep(20000); /* they queue (and sleep) behind the holder */
+    start_waiters(t, 3, p_waiter, NULL);
     pid_t pid = fork();
     if (pid == 0) {
       if (pthread_spin_unlock(&p_spin)) _exit(2);
@@ -407,12 +399,7 @@ static void fork_spinlock_queued(void) {
     CHECK_RC(pthread_spin_unlock(&p_spin), 0);
     for (int i = 0; i < 3; i++)
       pthread_join(t[i], NULL);
-    int status = wait_child(pid, 10);
-    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      fprintf(stderr, "FAIL spinlock fork round %d: child %s %#x\n", round,
-              status == -1 ? "hung, killed" : "status", status);
-      failures++;
-    }
+    check_child(pid, "spinlock fork", round);
   }
   CHECK_RC(pthread_spin_destroy(&p_spin), 0);
 }

@@ -596,17 +596,10 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
                 // A free lock past a queue nobody reserved: with a queue of
                 // sleepers this is how nearly every acquisition goes, so
                 // the steal is tried here, inline, before the slow path:
-                // (n,0,0) -> (n,0,LOCKED_PV). Acquire pairs with the
-                // Release of the last unlock.
+                // (n,0,0) -> (n,0,LOCKED_PV).
                 if val & LOCKED_PENDING_MASK == 0 {
-                    match self
-                        .word
-                        .compare_exchange(val, val | LOCKED_PV, Acquire, Relaxed)
-                    {
-                        Ok(_) => {
-                            self.stolen(val);
-                            return TOKEN_SLOW_OWNER;
-                        }
+                    match self.steal_from(val) {
+                        Ok(()) => return TOKEN_SLOW_OWNER,
                         Err(now) => val = now,
                     }
                 }

@@ -184,9 +184,20 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         self.pv_queue::<MODE, LAZY>()
     }
 
+    /// Take the free lock seen as `val` past the queue:
+    /// `(n,p,0) -> (n,p,LOCKED_PV)`, or the word as it is now. The caller
+    /// checked that nobody's pending bit forbids it. Acquire pairs with
+    /// the Release of the last unlock.
+    #[inline(always)]
+    pub(super) fn steal_from(&self, val: u32) -> Result<(), u32> {
+        self.word
+            .compare_exchange(val, val | LOCKED_PV, Acquire, Relaxed)
+            .map(|_| self.stolen(val))
+    }
+
     /// Bookkeeping of a successful steal from `val`.
     #[inline(always)]
-    pub(super) fn stolen(&self, val: u32) {
+    fn stolen(&self, val: u32) {
         if val & TAIL_MASK != 0 {
             events::inc(Event::PvLockStealing);
         }
@@ -207,16 +218,8 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         loop {
             let reserved = val & PENDING_MASK != 0 && MODE != STEAL_IGNORES_PENDING;
             if val & LOCKED_MASK == 0 && !reserved {
-                // (n,0,0) -> (n,0,LOCKED_PV). Acquire pairs with the
-                // Release of the last unlock.
-                match self
-                    .word
-                    .compare_exchange(val, val | LOCKED_PV, Acquire, Relaxed)
-                {
-                    Ok(_) => {
-                        self.stolen(val);
-                        return true;
-                    }
+                match self.steal_from(val) {
+                    Ok(()) => return true,
                     // Another thread's RMW won; the budget bounds how often
                     // we retry (no unbounded CAS loop).
                     Err(now) => val = now,
