@@ -23,6 +23,11 @@
 //! While the head is not holding the pending bit, a newcomer may take a
 //! free lock past the queue (hybrid unfair mode, `pv_lock_stealing`): a
 //! queue head that sleeps or was preempted does not keep the lock idle.
+//! The fast path steals as a plain owner (a second CAS after the one that
+//! expected 0, and the plain unlock: the steady state of a queue of
+//! sleepers); the slow path's steal
+//! loop takes `LOCKED_PV`. A head behind a plain owner cannot sleep on the
+//! word, so it yields, and past a few yields naps for 50 µs at a time.
 //! The head blocks steals by holding pending once it has waited past the
 //! fairness bound ([`PvTuning::reserve_ns`]), so an awake head is never
 //! overtaken for longer than that.
@@ -72,11 +77,9 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// the locked byte in one RMW and wake the head if it sleeps.
     /// `(*,*,LOCKED_PV|SLOW) -> (*,*,0)`.
     ///
-    /// Inline: with a queue of sleepers every acquisition is a steal, so
-    /// this is the unlock of the contended steady state, and its first CAS
-    /// on our own cache line almost always succeeds. A retry (a queuer's
-    /// tail swap or a head's mark came in between) and the wake-up are out
-    /// of line.
+    /// Inline: its first CAS on our own cache line almost always succeeds.
+    /// A retry (a queuer's tail swap or a head's mark came in between) and
+    /// the wake-up are out of line.
     #[inline(always)]
     pub(super) fn unlock_pv<const MODE: u8>(&self, v: u32) {
         debug_assert_ne!(v & LOCKED_MASK, 0, "unlock of an unlocked qspinlock");
@@ -167,9 +170,9 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         }
 
         // 2. Hybrid mode: steal a free lock nobody reserved, trying for a
-        //    bounded time with backoff. (The first, plain try was made
-        //    inline by the caller: with a queue of sleepers nearly every
-        //    acquisition is a steal, which must cost no more than a CAS.)
+        //    bounded time with backoff. (The first try was the caller's
+        //    fast path, which takes a free lock past a queue as a plain
+        //    owner.)
         if self.pv_steal::<MODE>(val) {
             return 0;
         }

@@ -108,3 +108,29 @@ fn contended_lock_is_exclusive_and_counted() {
         assert!(after.iter().all(|&(_, v)| v == 0));
     }
 }
+
+/// The paravirt fast path takes a free lock past a queue as a plain owner
+/// ((n,0,0) -> (n,0,LOCKED), token 0), leaves the tail alone, and unlocks
+/// with the plain unlock; it never takes a lock whose pending bit is set.
+#[test]
+fn fast_path_steals_past_a_queue_as_a_plain_owner() {
+    let tail = encode_tail(5, 1);
+    let l = RawQSpinLock::new();
+    l.word.store(tail, Relaxed);
+    let g = l.lock();
+    assert_eq!(g.token, 0, "a fast-path steal must be a plain owner");
+    assert_eq!(l.word(), tail | LOCKED);
+    unsafe { l.unlock(g) };
+    assert_eq!(l.word(), tail);
+
+    // raw_lock / raw_unlock read the locked byte to pick the unlock.
+    l.raw_lock();
+    assert_eq!(l.word(), tail | LOCKED);
+    unsafe { l.raw_unlock() };
+    assert_eq!(l.word(), tail);
+
+    // Pending set (a reserved hand-over): the fast path must not take it.
+    l.word.store(tail | PENDING, Relaxed);
+    assert_eq!(l.pv_fast_lock(), Err(tail | PENDING));
+    assert_eq!(l.word(), tail | PENDING);
+}
