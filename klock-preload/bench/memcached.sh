@@ -7,7 +7,9 @@
 #        (defaults 5 8 3 4), from the repository root after
 #        `cargo build --release`. Needs memcached and cc.
 # Prints each run's requests per second, then the medians and their ratios
-# to glibc's.
+# to glibc's, then the paired ratios: each round's klock run against the
+# glibc run just before it (the host's slow drifts cancel within a round),
+# their median and how many rounds were at or above 1.
 set -euo pipefail
 
 rounds=${1:-5}
@@ -63,4 +65,14 @@ base=$(median_of glibc)
 for k in glibc klock klock+stat; do
     m=$(median_of "$k")
     awk -v k="$k" -v m="$m" -v b="$base" 'BEGIN { printf "median %-12s %10.0f req/s  %.3fx glibc\n", k, m, m / b }'
+done
+echo
+# paired NAME: each round's NAME run over the glibc run of the same round.
+paired() {
+    awk -v n="$1" '$1 == "glibc" { g = $2 } $1 == n { print $2 / g }' "$tmp/results"
+}
+for k in klock klock+stat; do
+    paired "$k" >"$tmp/ratios"
+    m=$(median <"$tmp/ratios")
+    awk -v k="$k" -v m="$m" '$1 >= 1 { up++ } END { printf "paired %-12s median %.3fx glibc; %d of %d rounds at or above 1\n", k, m, up, NR }' "$tmp/ratios"
 done
