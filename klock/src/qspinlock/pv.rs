@@ -192,15 +192,9 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// checked that nobody's pending bit forbids it. Acquire pairs with
     /// the Release of the last unlock.
     #[inline(always)]
-    pub(super) fn steal_from(&self, val: u32) -> Result<(), u32> {
+    fn steal_from(&self, val: u32) -> Result<(), u32> {
         self.word
-            .compare_exchange(val, val | LOCKED_PV, Acquire, Relaxed)
-            .map(|_| self.stolen(val))
-    }
-
-    /// Bookkeeping of a successful steal from `val`.
-    #[inline(always)]
-    fn stolen(&self, val: u32) {
+            .compare_exchange(val, val | LOCKED_PV, Acquire, Relaxed)?;
         if val & TAIL_MASK != 0 {
             events::inc(Event::PvLockStealing);
         }
@@ -209,6 +203,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
             Probe::hit(&self.probe.steals);
             self.probe.acquired("steal");
         }
+        Ok(())
     }
 
     /// Step 2: steal attempts for `steal_ns`, `val` the last word read.
