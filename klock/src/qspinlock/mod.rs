@@ -588,8 +588,8 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// wakes the successor at once.
     #[inline(always)]
     fn lock_with<const MODE: u8, const LAZY: bool>(&self) -> usize {
-        // Loom: see `pv_lock_slow` (the steal below asks for the thread id
-        // right after its acquiring RMW).
+        // Loom: see `pv_lock_slow` (the fast path's steal asks for the
+        // thread id right after its acquiring RMW).
         #[cfg(loom)]
         let _ = thread::current_tid();
         if PARAVIRT {

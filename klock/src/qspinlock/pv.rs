@@ -25,9 +25,9 @@
 //! queue head that sleeps or was preempted does not keep the lock idle.
 //! The fast path steals as a plain owner (a second CAS after the one that
 //! expected 0, and the plain unlock: the steady state of a queue of
-//! sleepers); the slow path's steal
-//! loop takes `LOCKED_PV`. A head behind a plain owner cannot sleep on the
-//! word, so it yields, and past a few yields naps for 50 µs at a time.
+//! sleepers); the slow path's steal loop takes `LOCKED_PV`. A head behind
+//! a plain owner cannot sleep on the word, so it yields, and after 16
+//! yields naps for 50 µs at a time.
 //! The head blocks steals by holding pending once it has waited past the
 //! fairness bound ([`PvTuning::reserve_ns`]), so an awake head is never
 //! overtaken for longer than that.
