@@ -25,6 +25,7 @@
 //! * **Run-time switches** take effect at the next slow path, at any time
 //!   ([`Config::owner_spin`], [`Config::spin_adapt`],
 //!   [`Config::mutex_lazy_wait`], [`Config::rwsem_reader_spin`], [`Config::rwsem_adaptive`],
+//!   [`Config::rwsem_reader_pass`],
 //!   [`Config::rwsem_reader_wait_ns`], [`Config::rt_spin`],
 //!   [`Config::rt_user_wait`], [`Config::bpf_hook`]). They are the same as
 //!   the setters of their modules (e.g. [`crate::mutex::set_owner_spin`]).
@@ -43,7 +44,7 @@
 //!
 //! Read once each, at the first use of the setting, unless the setting was
 //! made in code first. A switch is off for `0`, `off`, `false` or `no` (any
-//! case) and on for anything else.
+//! case) and on for anything else; unset, it keeps its default.
 //!
 //! | variable | setting | values | default |
 //! |---|---|---|---|
@@ -52,6 +53,7 @@
 //! | `KLOCK_MUTEX_LAZY` | [`Config::mutex_lazy_wait`] | switch | on |
 //! | `KLOCK_RWSEM_RSPIN` | [`Config::rwsem_reader_spin`] | switch | on |
 //! | `KLOCK_RWSEM_ADAPTIVE` | [`Config::rwsem_adaptive`] | switch | on |
+//! | `KLOCK_RWSEM_READER_PASS` | [`Config::rwsem_reader_pass`] | switch | off |
 //! | `KLOCK_RWSEM_READER_WAIT_NS` | [`Config::rwsem_reader_wait_ns`] | ns, or `max` | `max` (no bound) |
 //! | `KLOCK_RT_SPIN` | [`Config::rt_spin`] | switch | on |
 //! | `KLOCK_RT_USER_WAIT` | [`Config::rt_user_wait`] | switch | on |
@@ -127,6 +129,7 @@ pub struct Config {
     mutex_lazy_wait: Option<bool>,
     rwsem_reader_spin: Option<bool>,
     rwsem_adaptive: Option<bool>,
+    rwsem_reader_pass: Option<bool>,
     rwsem_reader_wait_ns: Option<u64>,
     rt_spin: Option<bool>,
     rt_user_wait: Option<bool>,
@@ -179,6 +182,15 @@ impl Config {
     /// where it failed (`KLOCK_RWSEM_ADAPTIVE`).
     pub fn rwsem_adaptive(mut self, on: bool) -> Self {
         self.rwsem_adaptive = Some(on);
+        self
+    }
+
+    /// Whether [`crate::RwSem`] readers take a lock that no writer holds
+    /// past queued waiters, the first queued writer demanding a hand-off
+    /// after its wait bound (`KLOCK_RWSEM_READER_PASS`; see
+    /// [`crate::rwsem::reader_pass`]).
+    pub fn rwsem_reader_pass(mut self, on: bool) -> Self {
+        self.rwsem_reader_pass = Some(on);
         self
     }
 
@@ -260,6 +272,9 @@ impl Config {
         }
         if let Some(on) = self.rwsem_adaptive {
             RWSEM_ADAPTIVE.set(on);
+        }
+        if let Some(on) = self.rwsem_reader_pass {
+            RWSEM_READER_PASS.set(on);
         }
         if let Some(ns) = self.rwsem_reader_wait_ns {
             set_rwsem_reader_wait_ns(ns);
@@ -392,6 +407,7 @@ const OFF: u8 = 2;
 pub(crate) struct Switch {
     state: AtomicU8,
     var: &'static str,
+    default_on: bool,
 }
 
 impl Switch {
@@ -401,6 +417,17 @@ impl Switch {
         Self {
             state: AtomicU8::new(UNREAD),
             var,
+            default_on: true,
+        }
+    }
+
+    /// A switch that is off unless `var` turns it on (any value but `0`,
+    /// `off`, `false` or `no`).
+    pub(crate) const fn new_off(var: &'static str) -> Self {
+        Self {
+            state: AtomicU8::new(UNREAD),
+            var,
+            default_on: false,
         }
     }
 
@@ -421,7 +448,7 @@ impl Switch {
 
     #[cold]
     fn read_env(&self) -> bool {
-        let off = env_switch(self.var) == Some(false);
+        let off = !env_switch(self.var).unwrap_or(self.default_on);
         // Keep a concurrent `set` if it came first.
         let _ = self
             .state
@@ -444,6 +471,8 @@ pub(crate) static RT_USER_WAIT: Switch = Switch::new("KLOCK_RT_USER_WAIT");
 pub(crate) static RWSEM_RSPIN: Switch = Switch::new("KLOCK_RWSEM_RSPIN");
 /// `KLOCK_RWSEM_ADAPTIVE`: [`crate::rwsem::adaptive`].
 pub(crate) static RWSEM_ADAPTIVE: Switch = Switch::new("KLOCK_RWSEM_ADAPTIVE");
+/// `KLOCK_RWSEM_READER_PASS`: [`crate::rwsem::reader_pass`].
+pub(crate) static RWSEM_READER_PASS: Switch = Switch::new_off("KLOCK_RWSEM_READER_PASS");
 
 /// The rw-semaphore's default reader wait bound: none (see
 /// [`crate::rwsem::DEFAULT_READER_WAIT_NS`]).
@@ -640,6 +669,16 @@ mod tests {
         assert!(!s.get());
         s.set(true);
         assert!(s.get());
+    }
+
+    #[test]
+    fn a_default_off_switch_is_off_unset_and_set_overrides() {
+        let s = Switch::new_off("KLOCK_TEST_SWITCH_NEVER_DEFINED");
+        assert!(!s.get());
+        s.set(true);
+        assert!(s.get());
+        s.set(false);
+        assert!(!s.get());
     }
 
     #[test]

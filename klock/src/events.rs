@@ -235,6 +235,9 @@ lock_events! {
         /// `STEAL` mode: a reader whose fast path failed took the lock
         /// (no writer, no reader, no hand-off), waiters or not.
         RwsemRlockSteal = "rlock_steal",
+        /// Reader passing: a reader whose fast path failed only on queued
+        /// waiters took the lock past them.
+        RwsemRlockPass = "rlock_pass",
         /// A starving first reader set `HANDOFF`.
         RwsemRlockHandoff = "rlock_handoff",
         /// Write locks taken through the wait list.

@@ -34,7 +34,7 @@ mod support;
 
 use klock::rwsem::{
     broken, RawRwSemWith, HANDOFF, NONSPINNABLE, OFF, ON, RD_NONSPINNABLE, READER_OWNED, STEAL,
-    WR_NONSPINNABLE,
+    WAITERS, WR_NONSPINNABLE,
 };
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::sync::Arc;
@@ -46,7 +46,7 @@ use support::{
 probe_coverage!(klock::rwsem::Probe {
     spin_successes, nospin_sets, norspins, rd_set_by_writer, rd_set_by_reader, grants,
     handoff_requests, sleeps, wakes_of_sleepers, timeouts, downgrades, rlock_fast, steals,
-    compete_wakes, woken_wins, requeues,
+    passes, compete_wakes, woken_wins, requeues,
 } max { max_group });
 
 /// What one thread does.
@@ -382,9 +382,19 @@ fn broken_grant_one_reader_is_caught() {
 /// (`read_back`) for reading, which in `STEAL` mode is a steal attempt on a
 /// lock held by nobody.
 fn handoff_model<const R: u8>(broken_mode: u8, read_back: bool) -> std::sync::Arc<Coverage> {
+    handoff_model_with::<R>(broken_mode, read_back, false)
+}
+
+/// As `handoff_model`, with reader passing on or off for the lock.
+fn handoff_model_with<const R: u8>(
+    broken_mode: u8,
+    read_back: bool,
+    pass: bool,
+) -> std::sync::Arc<Coverage> {
     check(builder(), "", move |c: &Coverage| {
         let l = Arc::new(Lock::<R, OFF>::new());
         l.set_loom_broken(broken_mode);
+        l.set_loom_reader_pass(pass);
         // Every first waiter demands a hand-off at once.
         l.set_loom_wait_timeout_ns(0);
         let got = Arc::new(AtomicBool::new(false));
@@ -579,6 +589,73 @@ fn broken_steal_past_handoff_is_caught() {
     expect_failure("loom should have found the overtaken waiter", || {
         handoff_model::<STEAL>(broken::STEAL_IGNORES_HANDOFF, true);
     });
+}
+
+// ---------------------------------------------------------------------------
+// Reader passing: a reader takes a lock no writer holds past queued waiters,
+// but never past a hand-off.
+
+/// A reader passing queued waiters does not pass a first waiter that set
+/// `HANDOFF`.
+#[test]
+fn passing_reader_respects_handoff() {
+    let cov = handoff_model_with::<OFF>(0, true, true);
+    assert!(cov.handoff_requests.load(Relaxed) > 0);
+}
+
+/// The model can fail: a passing reader that ignores `HANDOFF` overtakes
+/// the waiter.
+#[test]
+fn broken_pass_past_handoff_is_caught() {
+    expect_failure("loom should have found the overtaken waiter", || {
+        handoff_model_with::<OFF>(broken::PASS_IGNORES_HANDOFF, true, true);
+    });
+}
+
+/// The main thread holds the write lock until a writer has queued behind
+/// it, unlocks (waking the writer) and read-locks at once: it may pass the
+/// queued writer, but never overlaps it (loom checks the data accesses),
+/// and everything is clean at the end.
+#[test]
+fn passing_reader_excludes_the_queued_writer() {
+    let cov = pass_model(0);
+    assert!(
+        cov.passes.load(Relaxed) > 0,
+        "no reader ever passed the queue"
+    );
+}
+
+/// The model can fail: a passing reader that ignores `WRITER_LOCKED`
+/// reads beside a writer.
+#[test]
+fn broken_pass_past_writer_is_caught() {
+    expect_failure("loom should have found the reader beside a writer", || {
+        pass_model(broken::PASS_IGNORES_WRITER);
+    });
+}
+
+fn pass_model(broken_mode: u8) -> std::sync::Arc<Coverage> {
+    check(builder(), "", move |c: &Coverage| {
+        let l = Arc::new(Lock::<OFF, OFF>::new());
+        l.set_loom_reader_pass(true);
+        l.set_loom_broken(broken_mode);
+        let data = Arc::new(Data::new(0));
+        let g = l.raw_lock_exclusive();
+        let w = spawn_part(&l, &data, Part::Write, run_part);
+        // Hold the lock until the writer has queued.
+        while l.count_word() & WAITERS == 0 {
+            loom::thread::yield_now();
+        }
+        bump(&data);
+        unsafe { l.raw_unlock_exclusive(g) };
+        // Read at once: we may pass the queued (woken) writer, never
+        // overlap it.
+        let writes = 1 + run_part(&l, &data, Part::Read) + w.join().unwrap();
+        assert_eq!(read(&data), writes);
+        assert_eq!(l.count_word(), 0, "count word not clean");
+        assert!(l.wait_list_is_empty(), "wait list not empty");
+        c.add(l.probe());
+    })
 }
 
 // ---------------------------------------------------------------------------

@@ -22,3 +22,7 @@ pub const COMPETE_AS_GRANT: u8 = 8;
 /// A woken writer never clears `WRITER_WOKEN`: once woken, unlocks
 /// stop waking it (a lost wake-up).
 pub const WOKEN_NEVER_CLEARED: u8 = 9;
+/// A reader passing queued waiters ignores `HANDOFF`.
+pub const PASS_IGNORES_HANDOFF: u8 = 10;
+/// A reader passing queued waiters ignores `WRITER_LOCKED`.
+pub const PASS_IGNORES_WRITER: u8 = 11;

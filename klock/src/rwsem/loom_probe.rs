@@ -18,6 +18,8 @@ pub struct Probe {
     pub rd_set_by_reader: std::sync::atomic::AtomicU32,
     pub rejoins: std::sync::atomic::AtomicU32,
     pub steals: std::sync::atomic::AtomicU32,
+    /// Readers that passed queued waiters (reader passing).
+    pub passes: std::sync::atomic::AtomicU32,
     pub rlock_fast: std::sync::atomic::AtomicU32,
     pub grants: std::sync::atomic::AtomicU32,
     /// Largest number of readers granted by one wake-up.
@@ -58,6 +60,14 @@ impl<const R: u8, const A: u8, W: WaitLockRaw> RawRwSemWith<R, A, W> {
     pub fn set_loom_wait_timeout_ns(&self, ns: u64) {
         self.loom_wait_timeout_ns
             .store(ns, core::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Loom only: turn reader passing on for this lock (see
+    /// [`reader_pass`](super::reader_pass); off by default under loom).
+    #[doc(hidden)]
+    pub fn set_loom_reader_pass(&self, on: bool) {
+        self.loom_reader_pass
+            .store(on, core::sync::atomic::Ordering::Relaxed);
     }
 
     /// Loom only: make the lock deliberately wrong (see [`broken`](super::broken)).

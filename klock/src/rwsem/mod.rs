@@ -55,6 +55,17 @@
 //! read phase, so a stream of readers cannot starve a queued writer.
 //! Otherwise it queues as above. Writers are unchanged.
 //!
+//! **Reader passing** (opt-in, [`set_reader_pass`], off by default): a
+//! reader whose fast path failed only because waiters are queued takes
+//! the lock past them, into a read phase or not (the `read pass` line
+//! below), as writers take it from a queued writer. Readers then never
+//! wait behind a writer the scheduler has not run yet; what bounds a
+//! queued writer's wait instead is its hand-off: as the first waiter it
+//! sleeps at most [`wait_timeout_ns`] and then sets `HANDOFF`, which
+//! stops passing readers; writers behind it wake as often to look
+//! whether they have become first. It moves waiting from readers to
+//! writers (see [`reader_pass`] for the measured trade).
+//!
 //! # The count word (64 bits)
 //!
 //! ```text
@@ -110,6 +121,10 @@
 //!                                                        out) on WRITER_LOCKED|HANDOFF|READ_FAILED
 //!                                                        or other readers; if W, grant the
 //!                                                        front readers (under wait_lock)
+//! read pass       (r, 0, F-HANDOFF) -> (r+1, 0, F)       reader passing: a probe tried when the
+//!                                                        count showed no writer and no hand-off;
+//!                                                        fails (backs out) on WRITER_LOCKED|
+//!                                                        HANDOFF|READ_FAILED
 //! read grant      (r, 0, F)        -> (r+n, 0, F-HANDOFF[-W if list empties])
 //!                                                        CAS under wait_lock, acquire, for n queued readers
 //!                                                        that waited reader_grant_ns (or HANDOFF)
@@ -401,6 +416,8 @@ pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = Wa
     loom_reader_grant_ns: core::sync::atomic::AtomicU64,
     #[cfg(loom)]
     loom_broken: core::sync::atomic::AtomicU8,
+    #[cfg(loom)]
+    loom_reader_pass: core::sync::atomic::AtomicBool,
 }
 
 /// The rw-semaphore following the global switches: [`crate::RwSem`]'s raw lock.
@@ -450,6 +467,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             loom_reader_wait_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
             loom_reader_grant_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
             loom_broken: core::sync::atomic::AtomicU8::new(0),
+            loom_reader_pass: core::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -468,6 +486,21 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     #[inline]
     pub const fn reader_steal_enabled(&self) -> bool {
         RSPIN == STEAL
+    }
+
+    /// Whether readers of this lock pass queued waiters now
+    /// ([`reader_pass`]; never with `RSPIN = `[`STEAL`], whose stealing
+    /// readers keep the kernel's rule of not stealing into a read phase).
+    /// Under loom, off unless the model turns it on for this lock.
+    #[inline]
+    pub fn reader_pass_enabled(&self) -> bool {
+        #[cfg(loom)]
+        return RSPIN != STEAL
+            && self
+                .loom_reader_pass
+                .load(core::sync::atomic::Ordering::Relaxed);
+        #[cfg(not(loom))]
+        return RSPIN != STEAL && reader_pass();
     }
 
     /// Whether adaptive disabling is on for this lock now.

@@ -258,7 +258,27 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             }
             // SAFETY: we hold wait_lock.
             unsafe { self.wl_unlock() };
-            self.park_counted(&waiter, deadline, Event::RwsemSleepWriter);
+            // Passing readers can keep the lock read-held for as long as
+            // they overlap, and only the last one's unlock would wake us:
+            // the first waiter sleeps no longer than its hand-off bound,
+            // then sets HANDOFF above. A writer behind it wakes as often,
+            // to find out whether it has become first: the unlock of the
+            // writer ahead wakes the new front writer only if the lock is
+            // still free by then, and passing readers may have taken it
+            // (without this, every writer slept through whole runs of
+            // `rwsem-dedicated`). (Not under loom: no clock to wait for;
+            // the models check HANDOFF itself.)
+            let wake_by = if cfg!(not(loom)) && !handoff_set && self.reader_pass_enabled() {
+                let due = if first {
+                    start.saturating_add(timeout)
+                } else {
+                    monotonic_ns().saturating_add(timeout)
+                };
+                Some(deadline.map_or(due, |d| d.min(due)))
+            } else {
+                deadline
+            };
+            self.park_counted(&waiter, wake_by, Event::RwsemSleepWriter);
             // Only the front waiter is ever woken; a woken writer is first
             // and stays first (waiters ahead can only leave).
             if !first && waiter.state.load(Relaxed) == W_WOKEN {
