@@ -78,6 +78,7 @@ const RWSEM_LOCKS: &[&str] = &[
     "rwsem",
     "rwsem-bpf",
     "rwsem-steal",
+    "rwsem-pass",
     "std-rwlock",
     "parking_lot-rwlock",
     "pthread-rwlock",
@@ -208,7 +209,7 @@ pub static RWSEM_RATE: Plain = Plain(&Spec {
             critical section, locking rate. Columns: rwsem-nospin = reader spin off, \
             rwsem-rspin = reader spin on without adaptive disabling, rwsem = reader spin on \
             + adaptive disabling, rwsem-steal = no reader spin, readers steal a free lock \
-            (mainline's later design)",
+            (mainline's later design), rwsem-pass = rwsem with reader passing (opt-in)",
     default_locks: RWSEM_LOCKS,
     default_threads: &[2, 4, 8, 16, 32],
     cs: CriticalSection::Counter,

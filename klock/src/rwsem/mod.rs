@@ -55,7 +55,8 @@
 //! read phase, so a stream of readers cannot starve a queued writer.
 //! Otherwise it queues as above. Writers are unchanged.
 //!
-//! **Reader passing** (opt-in, [`set_reader_pass`], off by default): a
+//! **Reader passing** (opt-in: [`set_reader_pass`], off by default, or
+//! per lock `RSPIN = `[`PASS`]): a
 //! reader whose fast path failed only because waiters are queued takes
 //! the lock past them, into a read phase or not (the `read pass` line
 //! below), as writers take it from a queued writer. Readers then never
@@ -475,7 +476,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     #[inline]
     pub fn reader_spin_enabled(&self) -> bool {
         match RSPIN {
-            ON => true,
+            ON | PASS => true,
             OFF | STEAL => false,
             _ => reader_spin(),
         }
@@ -489,18 +490,20 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     }
 
     /// Whether readers of this lock pass queued waiters now
-    /// ([`reader_pass`]; never with `RSPIN = `[`STEAL`], whose stealing
-    /// readers keep the kernel's rule of not stealing into a read phase).
-    /// Under loom, off unless the model turns it on for this lock.
+    /// ([`reader_pass`]; always with `RSPIN = `[`PASS`], never with
+    /// `RSPIN = `[`STEAL`], whose stealing readers keep the kernel's rule of
+    /// not stealing into a read phase). Under loom the global switch is
+    /// replaced by the model's per-lock setting (off unless it says so).
     #[inline]
     pub fn reader_pass_enabled(&self) -> bool {
         #[cfg(loom)]
-        return RSPIN != STEAL
-            && self
-                .loom_reader_pass
-                .load(core::sync::atomic::Ordering::Relaxed);
+        return RSPIN == PASS
+            || (RSPIN != STEAL
+                && self
+                    .loom_reader_pass
+                    .load(core::sync::atomic::Ordering::Relaxed));
         #[cfg(not(loom))]
-        return RSPIN != STEAL && reader_pass();
+        return RSPIN == PASS || (RSPIN != STEAL && reader_pass());
     }
 
     /// Whether adaptive disabling is on for this lock now.

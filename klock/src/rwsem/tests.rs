@@ -157,3 +157,13 @@ fn switches() {
     assert_eq!(wait_timeout_ns(), 123);
     set_wait_timeout_ns(t);
 }
+
+#[test]
+fn reader_passing_per_lock_and_never_for_stealing_locks() {
+    // The per-lock mode passes whatever the global switch (off unless set;
+    // no unit test sets it).
+    assert!(RawRwSemWith::<PASS, ON>::new().reader_pass_enabled());
+    assert!(RawRwSemWith::<PASS, ON>::new().reader_spin_enabled());
+    assert!(!RawRwSemWith::<STEAL, OFF>::new().reader_pass_enabled());
+    assert_eq!(Spin::new().reader_pass_enabled(), reader_pass());
+}

@@ -42,6 +42,11 @@ pub const OFF: u8 = 2;
 /// when no writer and no other reader holds it (module docs, "Reader lock
 /// stealing"). The global switch has no such setting.
 pub const STEAL: u8 = 3;
+/// Per-lock `RSPIN` value only: readers spin as with [`ON`] and pass
+/// queued waiters ([`reader_pass`]) whatever the global switch says, so
+/// that one process can run the lock both ways (`klock bench` id
+/// `rwsem-pass`).
+pub const PASS: u8 = 4;
 
 /// How long a writer may spin on a lock held by `readers` readers before
 /// it marks the lock nonspinnable: `(10 + readers/2)` µs, at most 25 µs.
@@ -96,6 +101,7 @@ pub fn set_adaptive(on: bool) {
 }
 
 /// The reader-passing switch, for every lock except `RSPIN = `[`STEAL`]
+/// (and always on for `RSPIN = `[`PASS`])
 /// ones: a reader whose fast path failed only because waiters are queued
 /// (no writer holds the lock, no hand-off is pending) takes the lock
 /// past them, into a read phase or not, and the first queued writer
