@@ -10,7 +10,9 @@
 //! than 0 or 1 there (2), and every call first turns that into 0. The
 //! preference itself needs no storage: the rw-semaphore is always writer
 //! fair (a reader queues behind a waiting writer), which is what
-//! `PREFER_WRITER_NONRECURSIVE` asks for.
+//! `PREFER_WRITER_NONRECURSIVE` asks for, unless the process turns on
+//! `KLOCK_RWSEM_READER_PASS` (off by default), which lets readers pass
+//! waiting writers.
 //!
 //! POSIX lets a thread read-lock a rwlock it already read-holds, and with
 //! glibc's default (reader preference) that never waits. Behind a queued
