@@ -101,8 +101,8 @@ pub fn set_adaptive(on: bool) {
 }
 
 /// The reader-passing switch, for every lock except `RSPIN = `[`STEAL`]
-/// (and always on for `RSPIN = `[`PASS`])
-/// ones: a reader whose fast path failed only because waiters are queued
+/// ones (`RSPIN = `[`PASS`] locks pass whatever it says): a reader whose
+/// fast path failed only because waiters are queued
 /// (no writer holds the lock, no hand-off is pending) takes the lock
 /// past them, into a read phase or not, and the first queued writer
 /// sleeps no longer than its hand-off bound ([`wait_timeout_ns`]), then
@@ -111,12 +111,14 @@ pub fn set_adaptive(on: bool) {
 /// once) or [`set_reader_pass`]`(true)`.
 ///
 /// Off by default: it changes who waits. On 2 CPUs with 16 threads it
-/// balanced `rwsem-rate` (the least served reader did 207–297 k
+/// balanced `rwsem-rate` (the least served reader did 206–297 k
 /// operations instead of 36–49 k, writers about the same) and moved its
-/// rate from 0.72–0.80x `std`'s to 0.80–0.86x, but in `rwsem-dedicated`
-/// the least served writer fell from 16–27 k operations to about 3.7 k;
-/// and it would change the 2019 mail's experiment, whose readers wait
-/// behind queued writers (see `docs/locks/rwsem.md`).
+/// rate from 0.72–0.80x the best peer's to 0.75–0.86x, but in
+/// `rwsem-dedicated` the least served writer fell from 16–27 k operations
+/// to about 3.7 k (alternating runs; side by side in one run, 9.7–10.8 k
+/// against 15.0–17.4 k); a writer's wait under steady read load becomes
+/// the hand-off bound; and it would change the 2019 mail's experiment,
+/// whose readers wait behind queued writers (see `docs/locks/rwsem.md`).
 #[inline]
 pub fn reader_pass() -> bool {
     GLOBAL_READER_PASS.get()
