@@ -587,7 +587,7 @@ fn stealing_reader_respects_handoff() {
 #[test]
 fn broken_steal_past_handoff_is_caught() {
     expect_failure("loom should have found the overtaken waiter", || {
-        handoff_model::<STEAL>(broken::STEAL_IGNORES_HANDOFF, true);
+        handoff_model::<STEAL>(broken::PAST_QUEUE_IGNORES_HANDOFF, true);
     });
 }
 
@@ -608,7 +608,7 @@ fn passing_reader_respects_handoff() {
 #[test]
 fn broken_pass_past_handoff_is_caught() {
     expect_failure("loom should have found the overtaken waiter", || {
-        handoff_model_with::<OFF>(broken::PASS_IGNORES_HANDOFF, true, true);
+        handoff_model_with::<OFF>(broken::PAST_QUEUE_IGNORES_HANDOFF, true, true);
     });
 }
 
@@ -630,7 +630,7 @@ fn passing_reader_excludes_the_queued_writer() {
 #[test]
 fn broken_pass_past_writer_is_caught() {
     expect_failure("loom should have found the reader beside a writer", || {
-        pass_model(broken::PASS_IGNORES_WRITER);
+        pass_model(broken::PAST_QUEUE_IGNORES_WRITER);
     });
 }
 

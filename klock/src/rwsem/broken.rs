@@ -11,8 +11,9 @@ pub const WAKE_WITHOUT_GRANT: u8 = 4;
 /// A write unlock never grants readers queued behind a writer at the
 /// front, however long they waited.
 pub const NO_READER_BOUND: u8 = 5;
-/// A stealing reader (`STEAL` mode) ignores `HANDOFF`.
-pub const STEAL_IGNORES_HANDOFF: u8 = 6;
+/// A reader taking the lock past the queue (a steal in `STEAL` mode, or
+/// reader passing) ignores `HANDOFF`.
+pub const PAST_QUEUE_IGNORES_HANDOFF: u8 = 6;
 /// A wake-up of readers to compete unlinks them but neither marks nor
 /// wakes them (a lost wake-up: they wait off the list for ever).
 pub const COMPETE_NO_WAKE: u8 = 7;
@@ -22,7 +23,5 @@ pub const COMPETE_AS_GRANT: u8 = 8;
 /// A woken writer never clears `WRITER_WOKEN`: once woken, unlocks
 /// stop waking it (a lost wake-up).
 pub const WOKEN_NEVER_CLEARED: u8 = 9;
-/// A reader passing queued waiters ignores `HANDOFF`.
-pub const PASS_IGNORES_HANDOFF: u8 = 10;
-/// A reader passing queued waiters ignores `WRITER_LOCKED`.
-pub const PASS_IGNORES_WRITER: u8 = 11;
+/// A reader taking the lock past the queue ignores `WRITER_LOCKED`.
+pub const PAST_QUEUE_IGNORES_WRITER: u8 = 10;

@@ -100,24 +100,11 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// Reader lock stealing (`STEAL` mode): take the lock if the count
     /// shows no writer, no other reader and no hand-off, waiters or not;
     /// then, as the first reader of the phase, grant the readers at the
-    /// front.
+    /// front. Not into a read phase: a stream of stealing readers could
+    /// then starve a queued writer forever.
     #[inline(never)]
     fn steal_read(&self, me: usize) -> bool {
-        let c = self.count.load(Relaxed);
-        let blocked = if self.is_broken(broken::STEAL_IGNORES_HANDOFF) {
-            WRITER_LOCKED | READ_FAILED
-        } else {
-            WRITER_LOCKED | HANDOFF | READ_FAILED
-        };
-        // Not into a read phase: a stream of stealing readers could then
-        // starve a queued writer forever. Checked before the add (no RMW
-        // on a lock we would not take) and on the add's result (a reader
-        // that got in since the load started a read phase).
-        let free = |c: u64| c & blocked == 0 && readers_of(c) == 0;
-        if !free(c) {
-            return false;
-        }
-        let Some(old) = self.try_read_if(me, free) else {
+        let Some(old) = self.read_past_queue(me, false) else {
             return false;
         };
         events::inc(Event::RwsemRlockSteal);
@@ -133,8 +120,8 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// if no writer holds it and no hand-off reserves it, past queued
     /// waiters and into a read phase. A queued writer is not starved: as
     /// the first waiter it sleeps at most its hand-off bound, then sets
-    /// `HANDOFF`, which stops passing readers (checked on the add's result
-    /// too); the last reader's unlock wakes it.
+    /// `HANDOFF`, which stops passing readers; the last reader's unlock
+    /// wakes it.
     ///
     /// Why: with more threads than CPUs a queued writer is usually one the
     /// scheduler has not run yet, and under the kernel's rule every reader
@@ -143,24 +130,35 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// of the operations and slept most of the time.
     #[inline(never)]
     fn pass_read(&self, me: usize) -> bool {
-        let blocked = if self.is_broken(broken::PASS_IGNORES_HANDOFF) {
-            WRITER_LOCKED | READ_FAILED
-        } else if self.is_broken(broken::PASS_IGNORES_WRITER) {
-            HANDOFF | READ_FAILED
-        } else {
-            WRITER_LOCKED | HANDOFF | READ_FAILED
-        };
-        // Load first: no RMW on a lock a writer holds.
-        if self.count.load(Relaxed) & blocked != 0 {
-            return false;
-        }
-        if self.try_read_if(me, |c| c & blocked == 0).is_none() {
+        if self.read_past_queue(me, true).is_none() {
             return false;
         }
         events::inc(Event::RwsemRlockPass);
         #[cfg(loom)]
         Probe::hit(&self.probe.passes);
         true
+    }
+
+    /// Take a read lock past queued waiters (a steal, or reader passing):
+    /// only while no writer holds the lock and no hand-off reserves it,
+    /// and, unless `into_phase`, no other reader holds it. Checked before
+    /// the add (no RMW on a lock we would not take) and on the add's
+    /// result (the count may have changed since the load). Returns the
+    /// count before our add.
+    #[inline(always)]
+    fn read_past_queue(&self, me: usize, into_phase: bool) -> Option<u64> {
+        let mut blocked = WRITER_LOCKED | HANDOFF | READ_FAILED;
+        if self.is_broken(broken::PAST_QUEUE_IGNORES_HANDOFF) {
+            blocked &= !HANDOFF;
+        }
+        if self.is_broken(broken::PAST_QUEUE_IGNORES_WRITER) {
+            blocked &= !WRITER_LOCKED;
+        }
+        let free = |c: u64| c & blocked == 0 && (into_phase || readers_of(c) == 0);
+        if !free(self.count.load(Relaxed)) {
+            return None;
+        }
+        self.try_read_if(me, free)
     }
 
     /// Phase-fair readers: after quitting spinning, join the read phase of

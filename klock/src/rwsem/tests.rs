@@ -160,10 +160,10 @@ fn switches() {
 
 #[test]
 fn reader_passing_per_lock_and_never_for_stealing_locks() {
-    // The per-lock mode passes whatever the global switch (off unless set;
-    // no unit test sets it).
+    // The per-lock modes hold whatever the global switch says (which
+    // locks with RSPIN = ON follow; the environment may set it, so it is
+    // not asserted here).
     assert!(RawRwSemWith::<PASS, ON>::new().reader_pass_enabled());
     assert!(RawRwSemWith::<PASS, ON>::new().reader_spin_enabled());
     assert!(!RawRwSemWith::<STEAL, OFF>::new().reader_pass_enabled());
-    assert_eq!(Spin::new().reader_pass_enabled(), reader_pass());
 }

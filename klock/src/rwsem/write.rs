@@ -262,12 +262,16 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             // they overlap, and only the last one's unlock would wake us:
             // the first waiter sleeps no longer than its hand-off bound,
             // then sets HANDOFF above. A writer behind it wakes as often,
-            // to find out whether it has become first: the unlock of the
-            // writer ahead wakes the new front writer only if the lock is
-            // still free by then, and passing readers may have taken it
-            // (without this, every writer slept through whole runs of
-            // `rwsem-dedicated`). (Not under loom: no clock to wait for;
-            // the models check HANDOFF itself.)
+            // to find out whether it has become first. It becomes first
+            // when the waiter ahead takes the lock, leaves, or (readers) is
+            // granted it, and is then woken only by `wake_front` while the
+            // lock is free or by the last read unlock, both of which
+            // passing readers can hold off (without this, every writer
+            // slept through whole runs of `rwsem-dedicated`). One bounded
+            // sleep here covers every way of becoming first, at one
+            // wake-up per bound per queued writer, and only with passing
+            // on. (Not under loom: no clock to wait for; the models check
+            // HANDOFF itself.)
             let wake_by = if cfg!(not(loom)) && !handoff_set && self.reader_pass_enabled() {
                 let due = if first {
                     start.saturating_add(timeout)
