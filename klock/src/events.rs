@@ -218,6 +218,9 @@ lock_events! {
     Rwsem = "rwsem" {
         /// Optimistic spinning (reader or writer, OSQ head or first waiter) took the lock.
         RwsemOptLock = "opt_lock",
+        /// The brief read-only poll before optimistic spinning took the
+        /// lock (no OSQ, no clock).
+        RwsemSpinQuick = "spin_quick",
         /// Optimistic spinning ended without the lock.
         RwsemOptFail = "opt_fail",
         /// A writer's time-based spin on a reader-owned lock ran out: it set

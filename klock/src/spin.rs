@@ -8,6 +8,11 @@ use crate::sys::monotonic_ns;
 /// Read the clock once per this many spin iterations.
 pub const CLOCK_EVERY: u32 = 16;
 
+/// Read-only polls of a held lock before a contended locker starts the
+/// full optimistic spin (about 1 µs where `PAUSE` is slow, less where it
+/// is fast): the mutex's and the rw-semaphore's quick spin.
+pub const QUICK_POLLS: u32 = 32;
+
 /// Whether spin iteration `n` should read the clock (and ask the oracle):
 /// once per [`CLOCK_EVERY`] iterations; under loom every iteration, so
 /// that budgets end after a few model steps.

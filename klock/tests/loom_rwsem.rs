@@ -44,7 +44,7 @@ use support::{
 };
 
 probe_coverage!(klock::rwsem::Probe {
-    spin_successes, nospin_sets, norspins, rd_set_by_writer, rd_set_by_reader, grants,
+    spin_successes, quick_spins, nospin_sets, norspins, rd_set_by_writer, rd_set_by_reader, grants,
     handoff_requests, sleeps, wakes_of_sleepers, timeouts, downgrades, rlock_fast, steals,
     passes, compete_wakes, woken_wins, requeues,
 } max { max_group });
@@ -122,9 +122,23 @@ fn model<const R: u8, const A: u8>(
     parts: &'static [Part],
     broken_mode: u8,
 ) -> std::sync::Arc<Coverage> {
+    model_with::<R, A>(main_writes, main, parts, broken_mode, true)
+}
+
+/// [`model`], with the quick spin on or off.
+fn model_with<const R: u8, const A: u8>(
+    main_writes: bool,
+    main: Option<Part>,
+    parts: &'static [Part],
+    broken_mode: u8,
+    quick_spin: bool,
+) -> std::sync::Arc<Coverage> {
     check(builder(), "", move |c: &Coverage| {
         let l = Arc::new(Lock::<R, A>::new());
         l.set_loom_broken(broken_mode);
+        if !quick_spin {
+            l.set_loom_no_quick_spin();
+        }
         let data = Arc::new(Data::new(0));
         let held = main_writes.then(|| l.raw_lock_exclusive());
         let hs = spawn_parts(&l, &data, parts, run_part);
@@ -185,6 +199,22 @@ fn exclusion_sleeping() {
 fn exclusion_spinning() {
     let cov = model::<ON, ON>(true, None, &[Part::Read, Part::Write], 0);
     assert!(cov.spin_successes.load(Relaxed) > 0);
+    assert!(cov.quick_spins.load(Relaxed) > 0);
+}
+
+/// The quick spin's reader must check its probe: a writer can take the
+/// lock between the poll that showed it free and the probe (here the
+/// main thread, write-locking again right after its unlock).
+#[test]
+fn broken_quick_spin_trusting_its_poll_is_caught() {
+    expect_failure("loom should have found the reader beside a writer", || {
+        model::<ON, ON>(
+            true,
+            Some(Part::Write),
+            &[Part::Read],
+            broken::QUICK_TRUSTS_POLL,
+        );
+    });
 }
 
 /// Downgrade: no writer gets in between the write lock and the read lock
@@ -230,6 +260,8 @@ fn broken_read_fast_path_is_caught() {
 fn nonspinnable_bits_set_while_reader_owned_cleared_by_fast_writer() {
     let cov = check(builder(), "", |c: &Coverage| {
         let l = Arc::new(Lock::<ON, ON>::new());
+        // The writer must reach its spin on readers, not win a quick poll.
+        l.set_loom_no_quick_spin();
         let data = Arc::new(Data::new(0));
         let seen_rd = Arc::new(AtomicBool::new(false));
         let _r = l.raw_lock_shared();
@@ -306,7 +338,7 @@ fn rd_nonspinnable_stops_readers_and_is_carried() {
         r.join().unwrap();
         let p = l.probe();
         assert_eq!(
-            p.spin_successes.load(Relaxed),
+            p.spin_successes.load(Relaxed) + p.quick_spins.load(Relaxed),
             0,
             "a reader spun despite RD_NONSPINNABLE"
         );
@@ -737,7 +769,8 @@ fn broken_compete_as_grant_is_caught() {
 /// read unlock must wake it a second time.
 #[test]
 fn woken_writer_is_woken_again() {
-    let cov = model::<ON, OFF>(true, Some(Part::Read), &[Part::Write], 0);
+    // The writer must queue (the quick spin off: see the child below).
+    let cov = model_with::<ON, OFF>(true, Some(Part::Read), &[Part::Write], 0, false);
     assert!(cov.wakes_of_sleepers.load(Relaxed) > 0);
 }
 
@@ -753,10 +786,13 @@ fn broken_woken_never_cleared_is_caught() {
 #[test]
 #[ignore = "run by broken_woken_never_cleared_is_caught in a child process"]
 fn broken_woken_never_cleared_child() {
-    model::<ON, OFF>(
+    // The writer must queue: with the quick spin on, its polls' yields let
+    // the main thread release first in every execution.
+    model_with::<ON, OFF>(
         true,
         Some(Part::Read),
         &[Part::Write],
         broken::WOKEN_NEVER_CLEARED,
+        false,
     );
 }

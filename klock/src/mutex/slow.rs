@@ -12,7 +12,7 @@ use super::{
 use crate::events::{self, Event};
 use crate::oncpu;
 use crate::ownerspin::{OwnerSpin, SpinStop};
-use crate::spin::cpu_relax;
+use crate::spin::{cpu_relax, QUICK_POLLS};
 use crate::spinadapt;
 use crate::sync::AtomicU32;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
@@ -20,9 +20,6 @@ use crate::sys::{self, monotonic_ns};
 use crate::thread;
 use crate::waitlist::{futex_addr, park, wake_later, wake_pending, AbortOnUnwind, Links};
 use crate::waitlock::WaitLockRaw;
-
-/// Polls of the owner word in [`RawMutexWith::quick_spin`] (~1 µs).
-const QUICK_SPINS: u32 = 32;
 
 /// Most threads that may spin on one mutex at once: CPUs - 1. The kernel
 /// gets this for free (each spinner occupies a CPU and the owner must be
@@ -126,7 +123,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         if first & FLAGS != 0 && first & FLAGS != WW {
             return false;
         }
-        for _ in 0..QUICK_SPINS {
+        for _ in 0..QUICK_POLLS {
             cpu_relax();
             let w = self.owner.load(Relaxed);
             if w & OWNER_MASK == 0 {

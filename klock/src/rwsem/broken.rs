@@ -25,3 +25,7 @@ pub const COMPETE_AS_GRANT: u8 = 8;
 pub const WOKEN_NEVER_CLEARED: u8 = 9;
 /// A reader taking the lock past the queue ignores `WRITER_LOCKED`.
 pub const PAST_QUEUE_IGNORES_WRITER: u8 = 10;
+/// The quick spin's reader keeps its probe whatever the probe found,
+/// trusting the poll that showed no writer (a writer can take the lock
+/// between the poll and the probe).
+pub const QUICK_TRUSTS_POLL: u8 = 11;

@@ -12,6 +12,8 @@ use crate::waitlock::WaitLockRaw;
 #[doc(hidden)]
 pub struct Probe {
     pub spin_successes: std::sync::atomic::AtomicU32,
+    /// Quick spins (read-only polls before the OSQ) that took the lock.
+    pub quick_spins: std::sync::atomic::AtomicU32,
     pub nospin_sets: std::sync::atomic::AtomicU32,
     pub norspins: std::sync::atomic::AtomicU32,
     pub rd_set_by_writer: std::sync::atomic::AtomicU32,
@@ -68,6 +70,15 @@ impl<const R: u8, const A: u8, W: WaitLockRaw> RawRwSemWith<R, A, W> {
     pub fn set_loom_reader_pass(&self, on: bool) {
         self.loom_reader_pass
             .store(on, core::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Loom only: turn the quick spin off, so that a model's lockers
+    /// reach the full spin and the queue (each poll's relax is a loom
+    /// yield, which lets the owner release first).
+    #[doc(hidden)]
+    pub fn set_loom_no_quick_spin(&self) {
+        self.loom_no_quick_spin
+            .store(true, core::sync::atomic::Ordering::Relaxed);
     }
 
     /// Loom only: make the lock deliberately wrong (see [`broken`](super::broken)).

@@ -179,8 +179,9 @@
 //! # Slow paths
 //!
 //! *Read*: note the owner word (reader hint, `RD_NONSPINNABLE`). If reader
-//! spinning is on for this lock and the bit is clear: spin (OSQ) while a
-//! running writer holds it, take it when it turns reader-owned or free;
+//! spinning is on for this lock and the bit is clear: poll the count a
+//! few times (the quick spin, while nobody is queued: most write sections
+//! end within it), then spin (OSQ) while a running writer holds it, take it when it turns reader-owned or free;
 //! after taking it, grant the queued readers at the front so they join
 //! this read phase. If spinning failed: **phase-fair join** — if another
 //! reader took the lock since we arrived (the reader hint changed) and it
@@ -189,8 +190,8 @@
 //! set `WAITERS` if first, wake the front if no writer holds the lock, and
 //! sleep until granted.
 //!
-//! *Write*: trylock; spin (OSQ) on a running writer or, time-bounded, on
-//! readers; else queue like the mutex: under `wait_lock` re-arm, trylock
+//! *Write*: trylock; the quick spin as for readers, then spin (OSQ) on a
+//! running writer or, time-bounded, on readers; else queue like the mutex: under `wait_lock` re-arm, trylock
 //! (the first waiter may take a `HANDOFF`-reserved lock), sleep; the
 //! first waiter sets `HANDOFF` after [`wait_timeout_ns`] and, once woken,
 //! spins on a writer owner without the OSQ.
@@ -419,6 +420,8 @@ pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = Wa
     loom_broken: core::sync::atomic::AtomicU8,
     #[cfg(loom)]
     loom_reader_pass: core::sync::atomic::AtomicBool,
+    #[cfg(loom)]
+    loom_no_quick_spin: core::sync::atomic::AtomicBool,
 }
 
 /// The rw-semaphore following the global switches: [`crate::RwSem`]'s raw lock.
@@ -469,6 +472,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             loom_reader_grant_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
             loom_broken: core::sync::atomic::AtomicU8::new(0),
             loom_reader_pass: core::sync::atomic::AtomicBool::new(false),
+            loom_no_quick_spin: core::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -43,7 +43,9 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 #[cfg(loom)]
                 Probe::hit(&self.probe.norspins);
             } else if self.can_spin(Role::Reader) {
-                if self.optimistic_spin(me, Role::Reader, false, deadline) {
+                if self.quick_spin(me, Role::Reader)
+                    || self.optimistic_spin(me, Role::Reader, false, deadline)
+                {
                     // Let the readers queued at the front join this phase.
                     if self.count.load(Relaxed) & WAITERS != 0 {
                         self.grant_front_readers();

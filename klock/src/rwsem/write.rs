@@ -158,7 +158,8 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         }
         if oncpu::spinning_useful()
             && self.can_spin(Role::Writer)
-            && self.optimistic_spin(me, Role::Writer, false, deadline)
+            && (self.quick_spin(me, Role::Writer)
+                || self.optimistic_spin(me, Role::Writer, false, deadline))
         {
             // Spinning worked: this locker saw no reason to stop readers.
             self.owner.store(me, Relaxed);
