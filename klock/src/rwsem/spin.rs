@@ -13,14 +13,14 @@ use crate::events::{self, Event};
 use crate::oncpu;
 use crate::ownerspin::{OwnerSpin, SpinStop};
 use crate::spin::{cpu_relax, QUICK_POLLS};
-
-/// Polls in [`RawRwSemWith::quick_spin`]: [`QUICK_POLLS`]; two under loom,
-/// enough to explore a poll that wins and one that gives up.
-const QUICK_POLLS_HERE: u32 = if cfg!(loom) { 2 } else { QUICK_POLLS };
 use crate::sync::Ordering::{Acquire, Relaxed};
 use crate::sys::monotonic_ns;
 use crate::thread;
 use crate::waitlock::WaitLockRaw;
+
+/// Polls in [`RawRwSemWith::quick_spin`]: [`QUICK_POLLS`]; two under loom,
+/// enough to explore a poll that wins and one that gives up.
+const QUICK_POLLS_HERE: u32 = if cfg!(loom) { 2 } else { QUICK_POLLS };
 
 /// Why optimistic spinning stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
