@@ -148,6 +148,24 @@ lock_events! {
         PvSpuriousWakeup = "pv_spurious_wakeup",
     }
 
+    /// The queued rwlock ([`crate::qrwlock`]; its wait queue is a
+    /// [`QSpinLock`](LockType::QSpinLock) and counts there too).
+    QRwLock = "qrwlock" {
+        /// A reader found a writer (holding or waiting) and queued on the
+        /// wait lock.
+        QrwReadQueued = "read_queued",
+        /// A writer found the lock taken and queued on the wait lock.
+        QrwWriteQueued = "write_queued",
+        /// The brief read-only poll before queueing took the lock (reader).
+        QrwReadQuick = "read_quick",
+        /// The brief read-only poll before queueing took the lock (writer).
+        QrwWriteQuick = "write_quick",
+        /// The wait-lock holder stopped spinning and slept on the word.
+        QrwSleep = "sleep",
+        /// A release woke the sleeping wait-lock holder.
+        QrwWake = "wake",
+    }
+
     /// The optimistic-spinning mutex ([`crate::mutex`]).
     Mutex = "mutex" {
         /// Optimistic spinning (OSQ head or first waiter) took the lock.

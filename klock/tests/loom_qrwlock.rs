@@ -15,7 +15,7 @@
 #[path = "support/loom.rs"]
 mod support;
 
-use klock::qrwlock::broken::{IgnoreWaiting, NoDrain, NoWake};
+use klock::qrwlock::broken::{IgnoreWaiting, NoDrain, NoWake, QuickTrustsPoll};
 use klock::qrwlock::{Probe, RawQRwLock, WAITING};
 use loom::sync::Arc;
 use std::any::type_name;
@@ -66,6 +66,7 @@ model_rw!(RawQRwLock, |l| l);
 model_rw!(NoDrain, |l| &l.0);
 model_rw!(IgnoreWaiting, |l| &l.0);
 model_rw!(NoWake, |l| &l.0);
+model_rw!(QuickTrustsPoll, |l| &l.0);
 
 probe_coverage!(Probe {
     reader_queued,
@@ -73,6 +74,7 @@ probe_coverage!(Probe {
     writer_cas_retry,
     sleeps,
     wakes,
+    quick_spins,
 });
 
 /// [`support::builder`] with a larger branch limit.
@@ -109,16 +111,25 @@ fn run_part<L: ModelRw>(lock: &L, data: &Data, p: Part) {
 }
 
 /// Main plays `parts[0]`, one spawned thread each of the others. Checks
-/// exclusion (loom's UnsafeCell) and the final count.
+/// exclusion (loom's UnsafeCell) and the final count. The quick spin is
+/// off: these models are about the queue, the drain and the fast paths
+/// (with it on, each poll's relax, a loom yield, lets the holder release
+/// first, and the lockers rarely queue).
 fn exclusion_model<L: ModelRw>(parts: &[Part]) -> std::sync::Arc<Coverage> {
-    exclusion_model_with::<L>(parts, None)
+    exclusion_model_with::<L>(parts, None, false)
+}
+
+/// [`exclusion_model`] with the quick spin on.
+fn exclusion_model_quick<L: ModelRw>(parts: &[Part]) -> std::sync::Arc<Coverage> {
+    exclusion_model_with::<L>(parts, None, true)
 }
 
 /// [`exclusion_model`] with a preemption bound of its own (`None`: the
-/// environment's, default 2).
+/// environment's, default 2), the quick spin on or off.
 fn exclusion_model_with<L: ModelRw>(
     parts: &[Part],
     preemptions: Option<usize>,
+    quick_spin: bool,
 ) -> std::sync::Arc<Coverage> {
     let parts = parts.to_vec();
     let mut b = builder();
@@ -127,6 +138,9 @@ fn exclusion_model_with<L: ModelRw>(
     }
     check(b, type_name::<L>(), move |c: &Coverage| {
         let lock = Arc::new(L::create());
+        if !quick_spin {
+            lock.inner().set_loom_no_quick_spin();
+        }
         let data = Arc::new(Data::new(0));
         play(&lock, &data, &parts, run_part);
         let writes = parts.iter().filter(|p| matches!(p, Part::W)).count() as u32;
@@ -176,9 +190,18 @@ fn writer_and_two_readers() {
 /// finish in minutes; the three-thread models above keep two.
 #[test]
 fn two_writers_two_readers() {
-    let cov = exclusion_model_with::<RawQRwLock>(&[Part::W, Part::R, Part::W, Part::R], Some(1));
+    let cov =
+        exclusion_model_with::<RawQRwLock>(&[Part::W, Part::R, Part::W, Part::R], Some(1), false);
     assert!(cov.reader_queued.load(Relaxed) > 0);
     assert!(cov.writer_queued.load(Relaxed) > 0);
+}
+
+/// A reader between two writers: the quick spin takes the lock between
+/// them (and must not take it beside the second).
+#[test]
+fn writer_reader_writer_with_quick_spins() {
+    let cov = exclusion_model_quick::<RawQRwLock>(&[Part::W, Part::R, Part::W]);
+    assert!(cov.quick_spins.load(Relaxed) > 0, "no quick spin won");
 }
 
 /// Two writers and a reader: contended lockers queue on `wait_lock`.
@@ -235,6 +258,21 @@ fn waiting_writer_blocks_new_readers() {
 fn broken_no_drain_is_caught() {
     let msg = expect_model_failure("loom caught the no-drain writer", || {
         exclusion_model::<NoDrain>(&[Part::W, Part::R]);
+    });
+    assert!(
+        msg.contains("Causality violation") || msg.contains("assertion"),
+        "failed for another reason: {msg}"
+    );
+}
+
+/// A quick spin that keeps its reader probe unchecked lets a reader in
+/// beside a writer that took the lock after the poll (here the second
+/// writer, right after the first one's unlock). The identical model
+/// passes on the correct lock (`writer_reader_writer_with_quick_spins`).
+#[test]
+fn broken_quick_trusts_poll_is_caught() {
+    let msg = expect_model_failure("loom caught the reader trusting its poll", || {
+        exclusion_model_quick::<QuickTrustsPoll>(&[Part::W, Part::R, Part::W]);
     });
     assert!(
         msg.contains("Causality violation") || msg.contains("assertion"),

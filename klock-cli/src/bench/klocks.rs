@@ -22,6 +22,9 @@ impl<const PL: u32, const PV: bool> RawInfo for klock::RawQSpinLockWith<PL, PV> 
 impl RawInfo for klock::RawQRwLock {
     /// Never sleeps: a pure spinlock.
     const SLEEPS: bool = false;
+    fn events() -> Vec<(&'static str, u64)> {
+        snapshot(LockType::QRwLock)
+    }
 }
 
 impl<const SPIN: u8, W: klock::mutex::WaitLockRaw> RawInfo for klock::RawMutexWith<SPIN, W> {
