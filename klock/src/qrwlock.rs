@@ -482,7 +482,7 @@ impl RawQRwLock {
                 return false;
             }
             if writer {
-                if c & !SLEEPER != 0 {
+                if c != 0 {
                     continue;
                 }
                 // (0,0,0) -> (0,0,L), as the fast path; one try. Acquire
