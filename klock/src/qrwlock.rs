@@ -148,14 +148,6 @@ const NO_WAKE: u8 = 3;
 /// trusting the poll that showed no writer.
 const QUICK_TRUSTS_POLL: u8 = 4;
 
-/// Polls in [`RawQRwLock::quick_spin`]: [`crate::spin::QUICK_POLLS`]; two
-/// under loom, enough to explore a poll that wins and one that gives up.
-const QUICK_POLLS_HERE: u32 = if cfg!(loom) {
-    2
-} else {
-    crate::spin::QUICK_POLLS
-};
-
 /// Queued reader/writer spinlock (see the [module docs](self)). 8 bytes.
 /// Use it through [`crate::RwLock`].
 pub struct RawQRwLock {
@@ -473,55 +465,51 @@ impl RawQRwLock {
         {
             return false;
         }
-        for poll in 0..QUICK_POLLS_HERE {
-            if poll > 0 {
-                crate::spin::cpu_relax();
-            }
+        // One probe: a lost race means real contention.
+        let got = crate::spin::quick_poll(|| {
             let c = self.cnts.load(Relaxed);
             if c & WAITING != 0 || self.wait_lock.is_contended_or_locked() {
-                return false;
+                return Some(false);
             }
             if writer {
-                if c != 0 {
-                    continue;
-                }
-                // (0,0,0) -> (0,0,L), as the fast path; one try. Acquire
-                // pairs with the Release of the last unlock.
-                let got = self
-                    .cnts
-                    .compare_exchange(0, WLOCKED, Acquire, Relaxed)
-                    .is_ok();
-                if got {
-                    events::inc(Event::QrwWriteQuick);
-                    #[cfg(loom)]
-                    Probe::hit(&self.probe.quick_spins);
-                }
-                return got;
+                // (0,0,0) -> (0,0,L), as the fast path. Acquire pairs
+                // with the Release of the last unlock.
+                return (c == 0).then(|| {
+                    self.cnts
+                        .compare_exchange(0, WLOCKED, Acquire, Relaxed)
+                        .is_ok()
+                });
             }
             if c & WLOCKED != 0 {
-                continue;
+                return None;
             }
-            // (r,0,0) -> (r+1,0,0), as the fast path; one try. Acquire
-            // pairs with the Release of the last write unlock.
+            // (r,0,0) -> (r+1,0,0), as the fast path. Acquire pairs with
+            // the Release of the last write unlock.
             let old = self.cnts.fetch_add(READER_BIAS, Acquire);
             let blocked = if MODE == QUICK_TRUSTS_POLL {
                 0 // BROKEN (loom only): keeps the probe unchecked
             } else {
                 WMASK
             };
-            if old & blocked == 0 {
-                events::inc(Event::QrwReadQuick);
-                #[cfg(loom)]
-                Probe::hit(&self.probe.quick_spins);
-                return true;
+            if old & blocked != 0 {
+                // Relaxed: nothing was read; a sleeping writer may wait
+                // for exactly this back-out.
+                let old = self.cnts.fetch_sub(READER_BIAS, Relaxed);
+                self.released::<MODE>(old - READER_BIAS);
+                return Some(false);
             }
-            // Relaxed: nothing was read; a sleeping writer may wait for
-            // exactly this back-out.
-            let old = self.cnts.fetch_sub(READER_BIAS, Relaxed);
-            self.released::<MODE>(old - READER_BIAS);
-            return false;
+            Some(true)
+        });
+        if got {
+            events::inc(if writer {
+                Event::QrwWriteQuick
+            } else {
+                Event::QrwReadQuick
+            });
+            #[cfg(loom)]
+            Probe::hit(&self.probe.quick_spins);
         }
-        false
+        got
     }
 
     #[inline(always)]
@@ -870,6 +858,9 @@ mod tests {
         let _serial = events::TEST_SERIAL
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        let count = |snap: &[(&str, u64)], name: &str| {
+            snap.iter().find(|(n, _)| *n == name).map_or(0, |&(_, v)| v)
+        };
         let before = events::snapshot(events::LockType::QRwLock);
         let l = RawQRwLock::new();
         l.raw_read_lock();
@@ -904,9 +895,9 @@ mod tests {
                     l.raw_read_lock();
                     unsafe { l.raw_read_unlock() };
                     let now = events::snapshot(events::LockType::QRwLock);
-                    let got = now.iter().find(|(n, _)| *n == "read_quick").unwrap().1
-                        > before.iter().find(|(n, _)| *n == "read_quick").unwrap().1;
-                    if got || !events::enabled() {
+                    if count(&now, "read_quick") > count(&before, "read_quick")
+                        || !events::enabled()
+                    {
                         polled.store(true, Relaxed);
                         break;
                     }
@@ -915,11 +906,7 @@ mod tests {
             });
         }
         let after = events::snapshot(events::LockType::QRwLock);
-        let delta = |name: &str| {
-            let a = after.iter().find(|(n, _)| *n == name).unwrap().1;
-            let b = before.iter().find(|(n, _)| *n == name).unwrap().1;
-            a - b
-        };
+        let delta = |name: &str| count(&after, name) - count(&before, name);
         if events::enabled() {
             assert!(delta("write_queued") >= 1, "{after:?}");
             assert!(delta("sleep") >= 1, "{after:?}");

@@ -9,9 +9,29 @@ use crate::sys::monotonic_ns;
 pub const CLOCK_EVERY: u32 = 16;
 
 /// Read-only polls of a held lock before a contended locker starts the
-/// full optimistic spin (about 1 µs where `PAUSE` is slow, less where it
-/// is fast): the mutex's and the rw-semaphore's quick spin.
+/// full optimistic spin or queues (about 1 µs where `PAUSE` is slow, less
+/// where it is fast): the quick spin of the mutex, the rw-semaphore and
+/// the queued rwlock.
 pub const QUICK_POLLS: u32 = 32;
+
+/// The rw-semaphore's and the queued rwlock's quick spin: `poll()` up to
+/// [`QUICK_POLLS`] times, with a relax between polls but not before the
+/// first, until it returns `Some(took_the_lock)`; `false` if it never
+/// does. Two polls under loom, where a relax is a yield that runs the
+/// owner: enough to explore a poll that wins and one that gives up.
+#[inline]
+pub(crate) fn quick_poll(mut poll: impl FnMut() -> Option<bool>) -> bool {
+    let polls = if cfg!(loom) { 2 } else { QUICK_POLLS };
+    for n in 0..polls {
+        if n > 0 {
+            cpu_relax();
+        }
+        if let Some(took) = poll() {
+            return took;
+        }
+    }
+    false
+}
 
 /// Whether spin iteration `n` should read the clock (and ask the oracle):
 /// once per [`CLOCK_EVERY`] iterations; under loom every iteration, so

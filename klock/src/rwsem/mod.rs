@@ -181,20 +181,21 @@
 //! *Read*: note the owner word (reader hint, `RD_NONSPINNABLE`). If reader
 //! spinning is on for this lock and the bit is clear: poll the count a
 //! few times (the quick spin, while nobody is queued: most write sections
-//! end within it), then spin (OSQ) while a running writer holds it, take it when it turns reader-owned or free;
-//! after taking it, grant the queued readers at the front so they join
-//! this read phase. If spinning failed: **phase-fair join** — if another
-//! reader took the lock since we arrived (the reader hint changed) and it
-//! is still reader-owned, probe it. Else queue: under `wait_lock`, take
-//! it at once if the list is empty and no writer holds it; else append,
-//! set `WAITERS` if first, wake the front if no writer holds the lock, and
-//! sleep until granted.
+//! end within it), then spin (OSQ) while a running writer holds it, take
+//! it when it turns reader-owned or free; after taking it, grant the
+//! queued readers at the front so they join this read phase. If spinning
+//! failed: **phase-fair join** — if another reader took the lock since we
+//! arrived (the reader hint changed) and it is still reader-owned, probe
+//! it. Else queue: under `wait_lock`, take it at once if the list is
+//! empty and no writer holds it; else append, set `WAITERS` if first,
+//! wake the front if no writer holds the lock, and sleep until granted.
 //!
 //! *Write*: trylock; the quick spin as for readers, then spin (OSQ) on a
-//! running writer or, time-bounded, on readers; else queue like the mutex: under `wait_lock` re-arm, trylock
-//! (the first waiter may take a `HANDOFF`-reserved lock), sleep; the
-//! first waiter sets `HANDOFF` after [`wait_timeout_ns`] and, once woken,
-//! spins on a writer owner without the OSQ.
+//! running writer or, time-bounded, on readers; else queue like the
+//! mutex: under `wait_lock` re-arm, trylock (the first waiter may take a
+//! `HANDOFF`-reserved lock), sleep; the first waiter sets `HANDOFF` after
+//! [`wait_timeout_ns`] and, once woken, spins on a writer owner without
+//! the OSQ.
 //!
 //! *Fork*: in a forked child, the first thread that takes `wait_lock`
 //! forgets the waiters that stayed in the parent (`fork.rs`).

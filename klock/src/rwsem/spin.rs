@@ -12,15 +12,11 @@ use super::{
 use crate::events::{self, Event};
 use crate::oncpu;
 use crate::ownerspin::{OwnerSpin, SpinStop};
-use crate::spin::{cpu_relax, QUICK_POLLS};
+use crate::spin::{cpu_relax, quick_poll};
 use crate::sync::Ordering::{Acquire, Relaxed};
 use crate::sys::monotonic_ns;
 use crate::thread;
 use crate::waitlock::WaitLockRaw;
-
-/// Polls in [`RawRwSemWith::quick_spin`]: [`QUICK_POLLS`]; two under loom,
-/// enough to explore a poll that wins and one that gives up.
-const QUICK_POLLS_HERE: u32 = if cfg!(loom) { 2 } else { QUICK_POLLS };
 
 /// Why optimistic spinning stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,36 +103,34 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         {
             return false;
         }
-        for poll in 0..QUICK_POLLS_HERE {
-            if poll > 0 {
-                cpu_relax();
-            }
+        // One probe: a lost race means real contention.
+        let got = quick_poll(|| {
             let c = self.count.load(Relaxed);
             if c & (WAITERS | HANDOFF) != 0 {
-                return false;
+                return Some(false);
             }
-            let got = match role {
+            match role {
                 Role::Reader if c & WRITER_LOCKED == 0 => {
-                    if self.is_broken(broken::QUICK_TRUSTS_POLL) {
+                    Some(if self.is_broken(broken::QUICK_TRUSTS_POLL) {
                         // BROKEN (loom only): keeps the probe unchecked.
                         self.count.fetch_add(READER_BIAS, Acquire);
                         true
                     } else {
                         self.try_read_unqueued(me)
-                    }
+                    })
                 }
-                Role::Writer if c & (WRITER_LOCKED | READER_MASK) == 0 => self.try_write(false),
-                _ => continue,
-            };
-            if got {
-                events::inc(Event::RwsemSpinQuick);
-                #[cfg(loom)]
-                Probe::hit(&self.probe.quick_spins);
+                Role::Writer if c & (WRITER_LOCKED | READER_MASK) == 0 => {
+                    Some(self.try_write(false))
+                }
+                _ => None,
             }
-            // One probe: a lost race means real contention.
-            return got;
+        });
+        if got {
+            events::inc(Event::RwsemSpinQuick);
+            #[cfg(loom)]
+            Probe::hit(&self.probe.quick_spins);
         }
-        false
+        got
     }
 
     /// Optimistic spinning. New lockers (`queued == false`) go through the
