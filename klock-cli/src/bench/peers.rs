@@ -3,7 +3,6 @@
 // The lock traits, re-exported: the peers are where most code meets them.
 pub use super::lock::{with_oracle, BenchLock, TryBench};
 pub use super::raw::{Downgrade, NoDowngrade, RawM, RawRw, Timed, Untimed};
-use crossbeam_utils::CachePadded;
 use std::cell::UnsafeCell;
 use std::hint::spin_loop;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -62,8 +61,16 @@ fn check(call: &str, rc: libc::c_int) {
     );
 }
 
-/// glibc `pthread_mutex_t` of a given type (boxed: pthread objects must not move).
-pub struct PthreadMutex<const KIND: libc::c_int>(Box<UnsafeCell<libc::pthread_mutex_t>>);
+// The glibc peers sit inline, next to the data they protect, as a
+// `pthread_mutex_t` in a C struct does (and as every other lock here
+// does). Each is initialised as a value and moved into place before its
+// first use: glibc's unlocked, never-used pthread objects hold no pointer
+// to themselves, so such a value is the same bytes as the object's static
+// initializer (`PTHREAD_MUTEX_INITIALIZER`, its `_NP` kinds,
+// `PTHREAD_RWLOCK_INITIALIZER`), which C code copies into place this way.
+
+/// glibc `pthread_mutex_t` of a given type.
+pub struct PthreadMutex<const KIND: libc::c_int>(UnsafeCell<libc::pthread_mutex_t>);
 
 // SAFETY: pthread mutexes are made to be shared between threads.
 unsafe impl<const K: libc::c_int> Send for PthreadMutex<K> {}
@@ -76,9 +83,9 @@ pub type PthreadAdaptive = PthreadMutex<{ libc::PTHREAD_MUTEX_ADAPTIVE_NP }>;
 
 impl<const KIND: libc::c_int> BenchLock for PthreadMutex<KIND> {
     fn new() -> Self {
-        let m = Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
-        // SAFETY: attr is initialised before use and destroyed after; `m` is
-        // boxed so its address is stable from init on.
+        let m = UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER);
+        // SAFETY: attr is initialised before use and destroyed after; `m`
+        // is moved before its first use only (see above).
         unsafe {
             let mut attr = std::mem::zeroed::<libc::pthread_mutexattr_t>();
             check(
@@ -115,7 +122,7 @@ impl<const K: libc::c_int> Drop for PthreadMutex<K> {
 }
 
 /// glibc `pthread_spinlock_t`.
-pub struct PthreadSpin(Box<UnsafeCell<libc::pthread_spinlock_t>>);
+pub struct PthreadSpin(UnsafeCell<libc::pthread_spinlock_t>);
 
 // SAFETY: made to be shared between threads.
 unsafe impl Send for PthreadSpin {}
@@ -126,8 +133,8 @@ impl BenchLock for PthreadSpin {
     const SLEEPS: bool = false;
 
     fn new() -> Self {
-        let s = Box::new(UnsafeCell::new(0));
-        // SAFETY: boxed, so the address is stable from init on.
+        let s = UnsafeCell::new(0);
+        // SAFETY: a plain int; moved before its first use only.
         check("pthread_spin_init", unsafe {
             libc::pthread_spin_init(s.get(), libc::PTHREAD_PROCESS_PRIVATE)
         });
@@ -151,7 +158,7 @@ impl Drop for PthreadSpin {
 }
 
 /// glibc `pthread_rwlock_t` (default attributes: reader-preferring).
-pub struct PthreadRwLock(Box<UnsafeCell<libc::pthread_rwlock_t>>);
+pub struct PthreadRwLock(UnsafeCell<libc::pthread_rwlock_t>);
 
 // SAFETY: made to be shared between threads.
 unsafe impl Send for PthreadRwLock {}
@@ -161,8 +168,8 @@ impl BenchLock for PthreadRwLock {
     const SHARED: bool = true;
 
     fn new() -> Self {
-        let l = Box::new(UnsafeCell::new(libc::PTHREAD_RWLOCK_INITIALIZER));
-        // SAFETY: boxed, so the address is stable from init on.
+        let l = UnsafeCell::new(libc::PTHREAD_RWLOCK_INITIALIZER);
+        // SAFETY: moved before its first use only (see above).
         check("pthread_rwlock_init", unsafe {
             libc::pthread_rwlock_init(l.get(), std::ptr::null())
         });
@@ -225,15 +232,16 @@ impl BenchLock for TicketLock {
     }
 }
 
-/// Baseline: test-and-test-and-set (spin on a read, then swap).
-pub struct TtasLock(CachePadded<AtomicBool>);
+/// Baseline: test-and-test-and-set (spin on a read, then swap). Unpadded,
+/// like every other lock here: it shares its line with the data after it.
+pub struct TtasLock(AtomicBool);
 
 impl BenchLock for TtasLock {
     /// Never sleeps: a pure spinlock.
     const SLEEPS: bool = false;
 
     fn new() -> Self {
-        Self(CachePadded::new(AtomicBool::new(false)))
+        Self(AtomicBool::new(false))
     }
     #[inline]
     fn write<T>(&self, f: impl FnOnce() -> T) -> T {

@@ -160,11 +160,15 @@ pub struct TreeWork {
     pub duration: Duration,
 }
 
+#[repr(C)]
 struct Data {
-    tree: Radix,
     writes: u64,
+    tree: Radix,
 }
 
+/// The lock, then its data, starting a cache line: the same placement for
+/// every lock (see the `Arena` of the plain suites in `workload.rs`).
+#[repr(C, align(64))]
 struct Arena<L> {
     lock: L,
     data: UnsafeCell<Data>,

@@ -161,7 +161,9 @@ pub fn ns_to_iters(ns: u64) -> u64 {
     }
 }
 
-/// The data the lock protects.
+/// The data the lock protects: the counter every writer bumps first, so
+/// that it follows the lock as a user's `Lock<T>` would place it.
+#[repr(C)]
 struct Shared {
     writes: u64,
     map: HashMap<u64, u64>,
@@ -169,6 +171,16 @@ struct Shared {
 
 const MAP_KEYS: u64 = 64;
 
+/// The lock and its data, laid out as `lock_api`'s and std's `Lock<T>`
+/// lays them out (the lock, then the data right after it) and starting a
+/// cache line, so that every lock is measured with the same placement: a
+/// small lock word shares its line with the counter, and so does the hot
+/// word of a larger lock that keeps it at its end. Left to the compiler and
+/// the allocator, the placement differed from lock to lock and from build
+/// to build: std's and parking_lot's words shared the counter's line while
+/// the rw-semaphore's sat two lines away, which alone halved the
+/// rw-semaphore's 2-thread `rwsem-rate` (see docs/results.md).
+#[repr(C, align(64))]
 struct Arena<L> {
     lock: L,
     data: UnsafeCell<Shared>,
