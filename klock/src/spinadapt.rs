@@ -110,8 +110,18 @@ pub enum Decision {
 
 /// One lock's test state. See the [module docs](self).
 #[derive(Debug)]
-#[repr(C)] // `count` first: the mutex puts it next to its owner word.
+#[repr(C)] // The per-acquisition fields last: the mutex puts them right before its owner word.
 pub struct SpinAdapt {
+    /// Start of the current phase (ns) and the count then.
+    t0: AtomicU64,
+    /// Acquisitions per second measured in each mode, last cycle.
+    spin_rate: AtomicU64,
+    nospin_rate: AtomicU64,
+    /// Length of the current run (ns), and the last verdict (`NONE`,
+    /// `SPIN`, `NOSPIN`) it doubles on.
+    run_ns: AtomicU64,
+    c0: AtomicU32,
+    last: AtomicU8,
     /// Acquisitions so far (wrapping); written only by the holder.
     count: AtomicU32,
     /// Counting at all: set by the first contended lock, cleared when a
@@ -123,16 +133,6 @@ pub struct SpinAdapt {
     /// The current mode: spin on a running owner or not.
     spin: AtomicBool,
     phase: AtomicU8,
-    /// Start of the current phase (ns) and the count then.
-    t0: AtomicU64,
-    c0: AtomicU32,
-    /// Acquisitions per second measured in each mode, last cycle.
-    spin_rate: AtomicU64,
-    nospin_rate: AtomicU64,
-    /// Length of the current run (ns), and the last verdict (`NONE`,
-    /// `SPIN`, `NOSPIN`) it doubles on.
-    run_ns: AtomicU64,
-    last: AtomicU8,
 }
 
 const NONE: u8 = 0;
@@ -293,6 +293,15 @@ impl Default for SpinAdapt {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// The fields every counted acquisition touches are the last eight
+    /// bytes (the mutex puts its owner word right after them).
+    #[test]
+    fn per_acquisition_fields_are_last() {
+        let size = core::mem::size_of::<SpinAdapt>();
+        assert_eq!(core::mem::offset_of!(SpinAdapt, count), size - 8);
+        assert_eq!(core::mem::offset_of!(SpinAdapt, phase), size - 1);
+    }
 
     const MS: u64 = 1_000_000;
 

@@ -116,6 +116,16 @@
 //!    first waiter) unlinks itself, clears `WAITERS`/`HANDOFF` if it was
 //!    the last, and if it was first wakes the new first waiter anyway.
 //!
+//! # Layout
+//!
+//! The owner word is the last field, and the spin test's per-acquisition
+//! counter sits right before it (`#[repr(C)]`, the counter last in
+//! [`SpinAdapt`]): in a [`Mutex<T>`](crate::Mutex) the protected data
+//! comes right after the raw lock, so the cache line an acquirer takes
+//! for the owner word holds the counter and the start of the data too,
+//! wherever the lock sits (unless the data starts a new line). With the
+//! owner word first, 96 bytes of lock kept it off the data's line.
+//!
 //! # Memory ordering
 //!
 //! Acquiring transitions are `Acquire` CASes, releasing ones `Release`
@@ -387,12 +397,8 @@ impl Linked for Waiter {
 /// `SPIN` ([`OWNER_SPIN_GLOBAL`], [`OWNER_SPIN`] or [`NO_OWNER_SPIN`]) and
 /// the lock `W` guarding its wait list (default [`WaitLock`]).
 /// Use it through [`crate::Mutex`] or [`crate::MutexWith`].
-#[repr(C)] // `owner` and `adapt`'s counter first, on one cache line.
+#[repr(C)] // The hot words last, next to the data: see "Layout" in the module docs.
 pub struct RawMutexWith<const SPIN: u8, W: WaitLockRaw = WaitLock> {
-    /// Owner tid and flags (see the [module docs](self)).
-    owner: AtomicUsize,
-    /// Whether spinning pays on this lock (counts acquisitions).
-    adapt: SpinAdapt,
     /// Queue of optimistic spinners.
     osq: Osq,
     /// Protects `list` (and the setting/clearing of WAITERS and HANDOFF).
@@ -423,6 +429,11 @@ pub struct RawMutexWith<const SPIN: u8, W: WaitLockRaw = WaitLock> {
     /// `set_loom_broken_handoff_release`).
     #[cfg(loom)]
     loom_broken_handoff: core::sync::atomic::AtomicBool,
+    /// Whether spinning pays on this lock (counts acquisitions; its
+    /// per-acquisition fields are its last).
+    adapt: SpinAdapt,
+    /// Owner tid and flags (see the [module docs](self)).
+    owner: AtomicUsize,
 }
 
 /// The mutex following the global spin switch: [`crate::Mutex`]'s raw lock.

@@ -2,6 +2,26 @@ use super::*;
 use lock_api::{RawMutex as _, RawMutexFair as _, RawMutexTimed as _};
 use std::time::Instant;
 
+/// The owner word is the last field and the spin test's counter comes
+/// right before it, so that a `Mutex<T>`'s data follows them on their
+/// cache line.
+#[test]
+fn hot_words_are_last() {
+    let size = core::mem::size_of::<RawMutex>();
+    assert_eq!(core::mem::offset_of!(RawMutex, owner), size - 8);
+    assert_eq!(
+        core::mem::offset_of!(RawMutex, adapt) + core::mem::size_of::<SpinAdapt>(),
+        size - 8
+    );
+    let m = crate::Mutex::new(0u64);
+    // SAFETY: only the addresses are used.
+    let (raw, data) = (
+        unsafe { m.raw() } as *const RawMutex as usize,
+        m.data_ptr() as usize,
+    );
+    assert_eq!(data - raw, size, "the data follows the raw lock");
+}
+
 #[test]
 fn word_layout() {
     assert_eq!(FLAGS, 0b1111);

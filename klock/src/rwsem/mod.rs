@@ -180,7 +180,7 @@
 //!
 //! *Read*: note the owner word (reader hint, `RD_NONSPINNABLE`). If reader
 //! spinning is on for this lock and the bit is clear: poll the count a
-//! few times (the quick spin, while nobody is queued: most write sections
+//! few times (the quick spin, unless a hand-off is pending: most write sections
 //! end within it), then spin (OSQ) while a running writer holds it, take
 //! it when it turns reader-owned or free; after taking it, grant the
 //! queued readers at the front so they join this read phase. If spinning
@@ -199,6 +199,18 @@
 //!
 //! *Fork*: in a forked child, the first thread that takes `wait_lock`
 //! forgets the waiters that stayed in the parent (`fork.rs`).
+//!
+//! # Layout
+//!
+//! The count word is the last field and the owner word the one before it
+//! (`#[repr(C)]`): every acquisition writes both, and in a
+//! [`RwSem<T>`](crate::RwSem) the protected data comes right after the
+//! raw lock, so the line an acquirer takes holds the data too. Of the
+//! eight 8-byte placements of the lock in a cache line, six keep the
+//! owner word, the count word and the data on one line (with the count
+//! first: three). Each word on another line costs every hand-over one
+//! more cache-line transfer: with one reader and one writer the rate fell
+//! by up to half (`examples/placement.rs`; figures in `docs/bench.md`).
 //!
 //! # Memory ordering
 //!
@@ -387,17 +399,18 @@ impl Linked for Waiter {
 /// reader spinning ([`GLOBAL`], [`ON`], [`OFF`]); `ADAPTIVE`: adaptive
 /// disabling of reader spinning (same values); `W`: the lock guarding the
 /// wait list. Use it through [`crate::RwSem`] or [`crate::RwSemWith`].
+#[repr(C)] // The hot words last: see "Layout" in the module docs.
 pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = WaitLock> {
-    /// The lock (see the [module docs](self)).
-    count: AtomicU64,
-    /// Owner hint and nonspinnable bits.
-    owner: AtomicUsize,
     /// Queue of optimistic spinners.
     osq: Osq,
     /// Protects `list`, and the setting/clearing of WAITERS and HANDOFF.
     wait_lock: W,
     /// Adaptive budget for spinning on a writer.
     spin: SpinStats,
+    /// Sleeping readers' futex word: a grant that found one of its readers
+    /// asleep bumps it after marking them all, so one `FUTEX_WAKE` wakes
+    /// the whole group (writers sleep on their own words).
+    rgate: AtomicU32,
     /// FIFO of sleeping waiters.
     list: UnsafeCell<WaitList<Waiter>>,
     /// Hint for write unlocks: a reader is at the front of `list`, so the
@@ -405,10 +418,6 @@ pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = Wa
     /// (before the `WAITERS` RMW when a reader queues first), read by the
     /// unlocker after it saw `WAITERS`; a stale answer only costs fairness.
     front_reader: AtomicBool,
-    /// Sleeping readers' futex word: a grant that found one of its readers
-    /// asleep bumps it after marking them all, so one `FUTEX_WAKE` wakes
-    /// the whole group (writers sleep on their own words).
-    rgate: AtomicU32,
     #[cfg(loom)]
     probe: Probe,
     #[cfg(loom)]
@@ -423,6 +432,10 @@ pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = Wa
     loom_reader_pass: core::sync::atomic::AtomicBool,
     #[cfg(loom)]
     loom_no_quick_spin: core::sync::atomic::AtomicBool,
+    /// Owner hint and nonspinnable bits.
+    owner: AtomicUsize,
+    /// The lock (see the [module docs](self)).
+    count: AtomicU64,
 }
 
 /// The rw-semaphore following the global switches: [`crate::RwSem`]'s raw lock.
@@ -592,16 +605,27 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         }
     }
 
-    /// The read fast path: `fetch_add(READER_BIAS)`; back out on failure.
+    /// The read fast path: a load, then `fetch_add(READER_BIAS)`; back out
+    /// on failure.
+    ///
+    /// The load keeps a reader that arrives while a writer holds the lock
+    /// (or waiters are queued) from writing the count: its `fetch_add`
+    /// would take the line from the writer in its critical section, and
+    /// the back-out take it again. In `rwsem-rate` at 2 threads (one
+    /// reader, one writer) the load raised the rate by about a fifth; it costs
+    /// an uncontended read lock one load of a line it is about to write.
     #[inline(always)]
     fn read_fast(&self) -> bool {
-        // Acquire pairs with the Release of the last write unlock.
-        let old = self.count.fetch_add(READER_BIAS, Acquire);
         let mask = if self.is_broken(broken::READ_IGNORES_WRITER) {
             READ_FAILED_MASK & !WRITER_LOCKED
         } else {
             READ_FAILED_MASK
         };
+        if self.count.load(Relaxed) & mask != 0 {
+            return false;
+        }
+        // Acquire pairs with the Release of the last write unlock.
+        let old = self.count.fetch_add(READER_BIAS, Acquire);
         if old & mask == 0 {
             self.set_reader_owned(my_id());
             true

@@ -18,6 +18,22 @@ fn debug_write_unlock_of_unlocked_lock_panics() {
 type Spin = RawRwSemWith<ON, ON>;
 type NoSpin = RawRwSemWith<OFF, OFF>;
 
+/// The count and owner words are the last fields, so that a `RwSem<T>`'s
+/// data follows the count on its cache line.
+#[test]
+fn hot_words_are_last() {
+    let size = core::mem::size_of::<RawRwSem>();
+    assert_eq!(core::mem::offset_of!(RawRwSem, count), size - 8);
+    assert_eq!(core::mem::offset_of!(RawRwSem, owner), size - 16);
+    let l = crate::RwSem::new(0u64);
+    // SAFETY: only the addresses are used.
+    let (raw, data) = (
+        unsafe { l.raw() } as *const RawRwSem as usize,
+        l.data_ptr() as usize,
+    );
+    assert_eq!(data - raw, size, "the data follows the raw lock");
+}
+
 #[test]
 fn word_layout() {
     assert_eq!(READER_MASK >> READER_SHIFT, (1 << 55) - 1);
