@@ -11,9 +11,9 @@
 //! cargo run --release --example placement -- 5 200    # 5 rounds, 200 iterations outside
 //! ```
 //!
-//! `RwSem`'s count word is its last field and the owner word (written at
-//! every acquisition) the one before, so the data follows them: all three
-//! share a line unless the lock sits 8 or 16 bytes into one.
+//! `RwSem`'s owner word (written at every acquisition) and count word are
+//! its last words but one, so the data follows them: all three share a
+//! line unless the lock sits 8, 16 or 24 bytes into one.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -95,10 +95,11 @@ fn row<const P: usize>(outside: u64, window: Duration) {
     });
     let base = &at.lock as *const _ as usize;
     let size = core::mem::size_of::<klock::rwsem::RawRwSem>();
-    // The hot words are the raw lock's last two (see the rwsem module docs).
+    // The hot words are the raw lock's last two but one (see the rwsem
+    // module docs: the last holds a flag).
     let (owner, count, data) = (
+        base + size - 24,
         base + size - 16,
-        base + size - 8,
         at.lock.data_ptr() as usize,
     );
     let shared = if line(owner) == line(count) && line(count) == line(data) {

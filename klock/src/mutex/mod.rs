@@ -123,8 +123,8 @@
 //! [`SpinAdapt`]): in a [`Mutex<T>`](crate::Mutex) the protected data
 //! comes right after the raw lock, so the cache line an acquirer takes
 //! for the owner word holds the counter and the start of the data too,
-//! wherever the lock sits (unless the data starts a new line). With the
-//! owner word first, 96 bytes of lock kept it off the data's line.
+//! at six of the eight 8-byte offsets the lock can sit at in a line. With
+//! the owner word first, 96 bytes of lock kept it off the data's line.
 //!
 //! # Memory ordering
 //!

@@ -202,15 +202,19 @@
 //!
 //! # Layout
 //!
-//! The count word is the last field and the owner word the one before it
+//! The owner word and the count word are the last words but one
 //! (`#[repr(C)]`): every acquisition writes both, and in a
 //! [`RwSem<T>`](crate::RwSem) the protected data comes right after the
-//! raw lock, so the line an acquirer takes holds the data too. Of the
-//! eight 8-byte placements of the lock in a cache line, six keep the
-//! owner word, the count word and the data on one line (with the count
-//! first: three). Each word on another line costs every hand-over one
-//! more cache-line transfer: with one reader and one writer the rate fell
-//! by up to half (`examples/placement.rs`; figures in `docs/bench.md`).
+//! raw lock, so the line an acquirer takes holds the start of the data
+//! too. Of the eight 8-byte placements of the lock in a cache line, five
+//! keep the owner word, the count word and the data on one line (with the
+//! count first: three). Each word on another line costs every hand-over
+//! one more cache-line transfer: with one reader and one writer the rate
+//! fell by up to half (`examples/placement.rs`; figures in
+//! `docs/bench.md`). The last word holds the `front_reader` flag (byte
+//! 48, a `bool`, the rest padding) because the preload library keeps
+//! `pthread_rwlock_t`'s flags byte at that offset of the 56 bytes: it
+//! must only ever hold 0 or 1 (checked by `klock-preload/tests/layout.rs`).
 //!
 //! # Memory ordering
 //!
@@ -399,7 +403,7 @@ impl Linked for Waiter {
 /// reader spinning ([`GLOBAL`], [`ON`], [`OFF`]); `ADAPTIVE`: adaptive
 /// disabling of reader spinning (same values); `W`: the lock guarding the
 /// wait list. Use it through [`crate::RwSem`] or [`crate::RwSemWith`].
-#[repr(C)] // The hot words last: see "Layout" in the module docs.
+#[repr(C)] // The hot words at the end: see "Layout" in the module docs.
 pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = WaitLock> {
     /// Queue of optimistic spinners.
     osq: Osq,
@@ -413,11 +417,6 @@ pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = Wa
     rgate: AtomicU32,
     /// FIFO of sleeping waiters.
     list: UnsafeCell<WaitList<Waiter>>,
-    /// Hint for write unlocks: a reader is at the front of `list`, so the
-    /// unlock must grant it through wait_lock. Written under wait_lock
-    /// (before the `WAITERS` RMW when a reader queues first), read by the
-    /// unlocker after it saw `WAITERS`; a stale answer only costs fairness.
-    front_reader: AtomicBool,
     #[cfg(loom)]
     probe: Probe,
     #[cfg(loom)]
@@ -436,6 +435,13 @@ pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = Wa
     owner: AtomicUsize,
     /// The lock (see the [module docs](self)).
     count: AtomicU64,
+    /// Hint for write unlocks: a reader is at the front of `list`, so the
+    /// unlock must grant it through wait_lock. Written under wait_lock
+    /// (before the `WAITERS` RMW when a reader queues first), read by the
+    /// unlocker after it saw `WAITERS`; a stale answer only costs fairness.
+    /// Last, at byte 48 (the rest is padding): the preload library keeps
+    /// glibc's rwlock flags byte there (see "Layout" in the module docs).
+    front_reader: AtomicBool,
 }
 
 /// The rw-semaphore following the global switches: [`crate::RwSem`]'s raw lock.
@@ -612,8 +618,9 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// (or waiters are queued) from writing the count: its `fetch_add`
     /// would take the line from the writer in its critical section, and
     /// the back-out take it again. In `rwsem-rate` at 2 threads (one
-    /// reader, one writer) the load raised the rate by about a fifth; it costs
-    /// an uncontended read lock one load of a line it is about to write.
+    /// reader, one writer) the load raised the rate by about a fifth (one
+    /// A/B of three rounds, see `docs/locks/rwsem.md`); it costs an
+    /// uncontended read lock one load of a line it is about to write.
     #[inline(always)]
     fn read_fast(&self) -> bool {
         let mask = if self.is_broken(broken::READ_IGNORES_WRITER) {

@@ -96,10 +96,11 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// too (the kernel's optimistic spinners do), so the polls change no
     /// rule, only the cost. With 16 threads on 2 CPUs waiters were queued
     /// nearly all the time, and polls that stopped at `WAITERS` were never
-    /// used: every contended locker went through the OSQ. Letting them
-    /// run raised `rwsem-rate` at 16 threads by about a fifth (see
-    /// `docs/locks/rwsem.md`). The caller has checked the nonspinnable bit
-    /// of its role.
+    /// used: every contended locker went through the OSQ. In one A/B of
+    /// three rounds letting them run raised `rwsem-rate` at 16 threads by
+    /// about a fifth; a second put the difference within the spread of
+    /// the runs (see `docs/locks/rwsem.md`). The caller has checked the
+    /// nonspinnable bit of its role.
     #[inline]
     pub(super) fn quick_spin(&self, me: usize, role: Role) -> bool {
         #[cfg(loom)]
