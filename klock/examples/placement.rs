@@ -1,7 +1,8 @@
 //! Where a lock sits relative to its cache lines, and what that costs.
 //!
-//! One reader and one writer take an `RwSem<u64>` (the writer bumps the
-//! `u64`) with a little busy work in between, for each of the eight 8-byte
+//! One reader and one writer, pinned to CPUs 0 and 1, take an
+//! `RwSem<u64>` (the writer bumps the `u64`) with a little busy work in
+//! between, for each of the eight 8-byte
 //! placements of the lock inside a cache line; then `std::sync::RwLock<u64>`
 //! at the start of a line for comparison. It prints kop/s per placement and
 //! which words share a line.
@@ -49,7 +50,9 @@ impl Rw for std::sync::RwLock<u64> {
     }
 }
 
-/// kop/s of one reader and one writer on `lock` for `window`.
+/// kop/s of one reader and one writer on `lock` for `window`, the reader
+/// pinned to CPU 0 and the writer to CPU 1 (left to the scheduler, the two
+/// threads sometimes shared a CPU for a whole window and never contended).
 fn rate(lock: &dyn Rw, outside: u64, window: Duration) -> f64 {
     let stop = AtomicBool::new(false);
     let counts = [AtomicU64::new(0), AtomicU64::new(0)];
@@ -57,6 +60,9 @@ fn rate(lock: &dyn Rw, outside: u64, window: Duration) -> f64 {
         for (i, count) in counts.iter().enumerate() {
             let stop = &stop;
             s.spawn(move || {
+                if let Err(e) = klock::rt::pin_to_cpu(i) {
+                    eprintln!("placement: cannot pin a thread to CPU {i} ({e}); it runs unpinned");
+                }
                 let mut n = 0u64;
                 while !stop.load(Relaxed) {
                     if i == 0 {
@@ -127,6 +133,10 @@ fn main() {
         }
     };
     let (rounds, outside) = (arg(0, 3), arg(1, 100));
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("placement: needs two CPUs (one reader and one writer on different CPUs)");
+        std::process::exit(2);
+    }
     let window = Duration::from_millis(500);
     for round in 1..=rounds {
         println!("round {round}");
