@@ -99,13 +99,12 @@ fn row<const P: usize>(outside: u64, window: Duration) {
         _pad: [0; P],
         lock: klock::RwSem::new(0u64),
     });
-    let base = &at.lock as *const _ as usize;
-    let size = core::mem::size_of::<klock::rwsem::RawRwSem>();
-    // The hot words are the raw lock's last two but one (see the rwsem
-    // module docs: the last holds a flag).
+    // SAFETY: only the raw lock's address is used.
+    let base = unsafe { at.lock.raw() } as *const klock::rwsem::RawRwSem as usize;
+    let (owner_at, count_at) = klock::rwsem::HOT_WORD_OFFSETS;
     let (owner, count, data) = (
-        base + size - 24,
-        base + size - 16,
+        base + owner_at,
+        base + count_at,
         at.lock.data_ptr() as usize,
     );
     let shared = if line(owner) == line(count) && line(count) == line(data) {

@@ -19,7 +19,7 @@ use super::report::{rate, ResultFile, ResultRow};
 use super::suite::{all_writers, untrackable, Ctx, Measured, Plan, Point, Spec, Suite};
 use super::tracked::{self, Stat};
 use super::verdict;
-use super::workload::{measure, ns_to_iters, spin_iters, CriticalSection, Role, RunOutcome};
+use super::workload::{measure, ns_to_iters, spin_iters, Arena, CriticalSection, Role, RunOutcome};
 use crossbeam_utils::CachePadded;
 use std::cell::UnsafeCell;
 use std::fmt::Write as _;
@@ -160,23 +160,13 @@ pub struct TreeWork {
     pub duration: Duration,
 }
 
+/// The tree and the writers' counter, the counter first: it follows the
+/// lock in the [`Arena`].
 #[repr(C)]
 struct Data {
     writes: u64,
     tree: Radix,
 }
-
-/// The lock, then its data, starting a cache line: the same placement for
-/// every lock (see the `Arena` of the plain suites in `workload.rs`).
-#[repr(C, align(64))]
-struct Arena<L> {
-    lock: L,
-    data: UnsafeCell<Data>,
-}
-
-// SAFETY: `data` is only touched under `lock` (lookups under its shared
-// side only read).
-unsafe impl<L: Sync> Sync for Arena<L> {}
 
 /// Run `w` once on a fresh lock of type `L` and a freshly populated tree.
 /// Errors if the lock failed to exclude (lost writes, or a lookup that
@@ -191,7 +181,7 @@ fn run_once<L: BenchLock>(w: &TreeWork) -> Result<RunOutcome, String> {
     for i in 0..POPULATED {
         tree.insert(i * STRIDE, i * STRIDE);
     }
-    let arena = Arc::new(Arena {
+    let arena = Arc::new(Arena::<L, Data> {
         lock: L::new(),
         data: UnsafeCell::new(Data { tree, writes: 0 }),
     });

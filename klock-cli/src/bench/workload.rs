@@ -174,21 +174,23 @@ const MAP_KEYS: u64 = 64;
 /// The lock and its data, laid out as `lock_api`'s and std's `Lock<T>`
 /// lays them out (the lock, then the data right after it) and starting a
 /// cache line, so that every lock is measured with the same placement: a
-/// small lock word shares its line with the counter, and so does the hot
-/// word of a larger lock that keeps it at its end. Left to the compiler and
-/// the allocator, the placement differed from lock to lock and from build
-/// to build: std's and parking_lot's words shared the counter's line while
-/// the rw-semaphore's sat two lines away, which alone halved the
-/// rw-semaphore's 2-thread `rwsem-rate` (see docs/results.md).
+/// small lock word shares its line with the data's first field, and so
+/// does the hot word of a larger lock that keeps it at its end. Left to
+/// the compiler and the allocator, the placement differed from lock to
+/// lock and from build to build: std's and parking_lot's words shared the
+/// counter's line while the rw-semaphore's sat two lines away, which cost
+/// the rw-semaphore about a third of its 2-thread `rwsem-rate` (see
+/// docs/locks/rwsem.md). Every suite that measures a lock over shared
+/// data (the plain suites here, `treelock`) uses it.
 #[repr(C, align(64))]
-struct Arena<L> {
-    lock: L,
-    data: UnsafeCell<Shared>,
+pub(super) struct Arena<L, D> {
+    pub(super) lock: L,
+    pub(super) data: UnsafeCell<D>,
 }
 
 // SAFETY: `data` is only accessed under `lock` (reads under the shared
-// side only read it).
-unsafe impl<L: Sync> Sync for Arena<L> {}
+// side only read it, possibly from several threads at once: `D: Sync`).
+unsafe impl<L: Sync, D: Send + Sync> Sync for Arena<L, D> {}
 
 /// This process's CPU time and context switches (`getrusage`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -299,7 +301,7 @@ fn run_once<L: BenchLock>(w: &Workload) -> Result<RunOutcome, String> {
     for k in 0..MAP_KEYS {
         map.insert(k, k);
     }
-    let arena = Arc::new(Arena {
+    let arena = Arc::new(Arena::<L, Shared> {
         lock: L::new(),
         data: UnsafeCell::new(Shared { writes: 0, map }),
     });

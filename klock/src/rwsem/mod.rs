@@ -210,8 +210,9 @@
 //! keep the owner word, the count word and the data on one line (with the
 //! count first: three). Each word on another line costs every hand-over
 //! one more cache-line transfer: with one reader and one writer the rate
-//! fell by up to half (`examples/placement.rs`; figures in
-//! `docs/bench.md`). The last word holds the `front_reader` flag (byte
+//! fell to less than half with the data on the next line and by about a
+//! sixth with the owner word on the line before (`examples/placement.rs`;
+//! figures in `docs/bench.md`). The last word holds the `front_reader` flag (byte
 //! 48, a `bool`, the rest padding) because the preload library keeps
 //! `pthread_rwlock_t`'s flags byte at that offset of the 56 bytes: it
 //! must only ever hold 0 or 1 (checked by `klock-preload/tests/layout.rs`).
@@ -447,6 +448,15 @@ pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = Wa
 /// The rw-semaphore following the global switches: [`crate::RwSem`]'s raw lock.
 pub type RawRwSem = RawRwSemWith<GLOBAL, GLOBAL>;
 
+/// Byte offsets of the owner word and the count word in a [`RawRwSem`]
+/// (see "Layout" in the module docs), for tools that show where a lock's
+/// hot words fall in its cache lines (`examples/placement.rs`).
+#[doc(hidden)]
+pub const HOT_WORD_OFFSETS: (usize, usize) = (
+    core::mem::offset_of!(RawRwSem, owner),
+    core::mem::offset_of!(RawRwSem, count),
+);
+
 // SAFETY: list pointers name waiters that stay alive while linked; the
 // list is only accessed under wait_lock.
 unsafe impl<const R: u8, const A: u8, W: WaitLockRaw> Send for RawRwSemWith<R, A, W> {}
@@ -619,8 +629,10 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// would take the line from the writer in its critical section, and
     /// the back-out take it again. In `rwsem-rate` at 2 threads (one
     /// reader, one writer) the load raised the rate by about a fifth (one
-    /// A/B of three rounds, see `docs/locks/rwsem.md`); it costs an
-    /// uncontended read lock one load of a line it is about to write.
+    /// A/B of three rounds, see `docs/locks/rwsem.md`). It costs an
+    /// uncontended read lock+unlock about 3 ns (one thread, ten alternating
+    /// runs: a median of 25.1 ns against 21.7 without the load), a trade
+    /// `docs/locks/rwsem.md` states.
     #[inline(always)]
     fn read_fast(&self) -> bool {
         let mask = if self.is_broken(broken::READ_IGNORES_WRITER) {
