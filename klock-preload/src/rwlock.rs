@@ -2,13 +2,11 @@
 //! inside the 56-byte `pthread_rwlock_t` (readers share, writers exclude;
 //! optimistic spinning on a running writer, then FIFO sleeping).
 //!
-//! The rw-semaphore fills all 56 bytes; all-zero bytes are an unlocked
-//! one. glibc's `__flags` (the writer preference) is the word at byte 48,
-//! which in `RawRwSem` is its `front_reader` flag (a bool, rest padding;
-//! checked by `tests/layout.rs`): only
-//! `PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP` puts a value other
-//! than 0 or 1 there (2), and every call first turns that into 0. The
-//! preference itself needs no storage: the rw-semaphore is always writer
+//! The rw-semaphore fills the first 48 bytes; all-zero bytes are an
+//! unlocked one. glibc's `__flags` (the writer preference) is the word at
+//! byte 48, past the rw-semaphore's end (checked by `tests/layout.rs`):
+//! `PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP` puts 2 there, and
+//! nothing reads it. The preference itself needs no storage: the rw-semaphore is always writer
 //! fair (a reader queues behind a waiting writer), which is what
 //! `PREFER_WRITER_NONRECURSIVE` asks for, unless the process turns on
 //! `KLOCK_RWSEM_READER_PASS` (off by default), which lets readers pass
@@ -32,24 +30,21 @@ use crate::time::time_left;
 use crate::{guarded, me, refused};
 use core::cell::RefCell;
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use klock::rwsem::{WriteGuard, OWNER_SHIFT, READER_OWNED};
 use klock::RawRwSem;
 use libc::{pthread_rwlock_t, pthread_rwlockattr_t, timespec};
 
 const _: () = assert!(core::mem::size_of::<pthread_rwlock_t>() == 56);
-const _: () = assert!(core::mem::size_of::<RawRwSem>() <= 56);
+// The rw-semaphore ends where glibc's `__flags` word begins: a static
+// initializer's writer preference there is left alone.
+const _: () = assert!(core::mem::size_of::<RawRwSem>() <= 48);
 const _: () =
     assert!(core::mem::align_of::<RawRwSem>() <= core::mem::align_of::<pthread_rwlock_t>());
 // A write guard is its writer's owner identity (`tid << OWNER_SHIFT`):
 // see `write_guard`.
 const _: () = assert!(core::mem::size_of::<WriteGuard>() == core::mem::size_of::<usize>());
 
-/// Byte offset of glibc's `__flags`.
-const FLAGS_AT: usize = 48;
-
-/// The rw-semaphore in `l`, or `EINVAL` for a null pointer; first clears a
-/// writer preference (2) a static initializer left at byte 48.
+/// The rw-semaphore in `l`, or `EINVAL` for a null pointer.
 ///
 /// # Safety
 /// `l` is null or points to a live `pthread_rwlock_t`.
@@ -57,16 +52,6 @@ const FLAGS_AT: usize = 48;
 unsafe fn raw<'a>(l: *mut pthread_rwlock_t) -> Result<&'a RawRwSem, c_int> {
     if l.is_null() {
         return Err(libc::EINVAL);
-    }
-    // SAFETY: inside the live object. Byte 48 holds the rw-semaphore's
-    // flag (0 or 1, module docs) or glibc's initializer value 2; only the
-    // latter is rewritten, before the rw-semaphore is first used.
-    let flags = unsafe { &*l.cast::<u8>().add(FLAGS_AT).cast::<AtomicU8>() };
-    let f = flags.load(Relaxed);
-    if f > 1 {
-        // Relaxed: the program published the initialised object to this
-        // thread already; racing first users all write the same 0.
-        let _ = flags.compare_exchange(f, 0, Relaxed, Relaxed);
     }
     // SAFETY: non-null and live (the caller's contract); size and
     // alignment fit; all-zero and everything the rw-semaphore writes are
@@ -184,9 +169,10 @@ fn written_by_me(r: &RawRwSem) -> bool {
 }
 
 /// The guard of the calling thread's write hold. klock's write guard is
-/// the writer's identity, `tid << OWNER_SHIFT` (its only field, checked
-/// against a real guard by `tests/layout.rs`); the C API has nowhere to
-/// keep one between lock and unlock, so it is rebuilt.
+/// one word, the writer's identity `tid << OWNER_SHIFT` with a hint for
+/// the unlock in the low bits, where 0 means "no hint" (checked against a
+/// real guard by `tests/layout.rs`); the C API has nowhere to keep one
+/// between lock and unlock, so it is rebuilt, without a hint.
 fn write_guard() -> WriteGuard {
     let id = (me() as usize) << OWNER_SHIFT;
     // SAFETY: same size (asserted above); the layout is checked in tests.
@@ -232,7 +218,7 @@ pub unsafe extern "C" fn pthread_rwlock_init(
             }
         }
         // SAFETY: non-null, writable, unused by others; size and alignment
-        // fit. Also clears byte 48.
+        // fit.
         unsafe { l.cast::<RawRwSem>().write(RawRwSem::new()) };
         0
     })

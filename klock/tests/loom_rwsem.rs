@@ -532,6 +532,19 @@ fn broken_wake_without_grant_is_caught() {
     );
 }
 
+/// The model can fail when the unlock trusts its guard's hint (taken
+/// before the reader queued): releasing without the CAS lets the arriving
+/// writer in before the reader at the front.
+#[test]
+fn broken_unlock_trusting_its_hint_is_caught() {
+    expect_failure(
+        "loom should have found the writer barging past the reader",
+        || {
+            unlock_grant_model(broken::UNLOCK_TRUSTS_HINT);
+        },
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Reader wait bound: readers queued behind a writer at the front are granted
 // past it by a write unlock once they waited `reader_wait_ns` (here 0).

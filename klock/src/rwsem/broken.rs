@@ -29,3 +29,8 @@ pub const PAST_QUEUE_IGNORES_WRITER: u8 = 10;
 /// trusting the poll that showed no writer (a writer can take the lock
 /// between the poll and the probe).
 pub const QUICK_TRUSTS_POLL: u8 = 11;
+/// A write unlock with a hint in its guard releases with `fetch_sub`,
+/// trusting the hint instead of checking it with its CAS: a reader that
+/// came to the front since the lock was taken is not granted, and a
+/// barging writer can take the lock before it.
+pub const UNLOCK_TRUSTS_HINT: u8 = 12;

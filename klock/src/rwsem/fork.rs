@@ -26,7 +26,7 @@
 //!
 //! [`forget_parent_waiters`]: RawRwSemWith::forget_parent_waiters
 
-use super::{RawRwSemWith, Waiter, HANDOFF, WAITERS, WRITER_WOKEN};
+use super::{RawRwSemWith, Waiter, FRONT_READER, HANDOFF, WAITERS, WRITER_WOKEN};
 use crate::sync::Ordering::Relaxed;
 use crate::thread::{fork_generation, fork_tag};
 use crate::waitlist::WaitList;
@@ -57,7 +57,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     }
 
     /// Empty the wait list and clear its flags in the count:
-    /// `(r, w, F) -> (r, w, F - WAITERS - HANDOFF - WRITER_WOKEN)`. Caller
+    /// `(r, w, F) -> (r, w, F - WAITERS - HANDOFF - WRITER_WOKEN - FRONT_READER)`. Caller
     /// holds `wait_lock` in a forked child, and every linked waiter is a
     /// thread of the parent.
     #[cold]
@@ -66,12 +66,11 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         // SAFETY: we hold wait_lock; the records are not read, only
         // dropped from the list (they lie on the parent's stacks).
         self.list.with_mut(|l| unsafe { *l = WaitList::new() });
-        self.front_reader.store(false, Relaxed);
         // Relaxed: an RMW continues the release sequence of the last
         // unlock, so the next Acquire RMW still pairs with that release;
         // the flags describe the list, which wait_lock protects.
         self.count
-            .fetch_and(!(WAITERS | HANDOFF | WRITER_WOKEN), Relaxed);
+            .fetch_and(!(WAITERS | HANDOFF | WRITER_WOKEN | FRONT_READER), Relaxed);
     }
 }
 

@@ -37,7 +37,7 @@
 //! `HANDOFF`: from then on only it may take the lock.
 //!
 //! **Grant at write unlock.** A write unlock that finds `WAITERS` and a
-//! reader at the front (the `front_reader` hint) goes under `wait_lock`
+//! reader at the front (the `FRONT_READER` bit) goes under `wait_lock`
 //! while still holding the lock: its release and the readers' grant are
 //! one CAS, so the lock never falls free and no writer can slip in before
 //! them. With a writer at the front it releases, then wakes that writer.
@@ -70,10 +70,10 @@
 //! # The count word (64 bits)
 //!
 //! ```text
-//!  63          62 ..................... 8   7 .. 4    3            2         1         0
-//! +-------------+--------------------------+-------+--------------+---------+---------+---------------+
-//! | READ_FAILED |   reader count           |   0   | WRITER_WOKEN | HANDOFF | WAITERS | WRITER_LOCKED |
-//! +-------------+--------------------------+-------+--------------+---------+---------+---------------+
+//!  63          62 .............. 8   7 .. 5        4             3            2         1         0
+//! +-------------+-------------------+-------+--------------+--------------+---------+---------+---------------+
+//! | READ_FAILED |   reader count    |   0   | FRONT_READER | WRITER_WOKEN | HANDOFF | WAITERS | WRITER_LOCKED |
+//! +-------------+-------------------+-------+--------------+--------------+---------+---------+---------------+
 //! ```
 //!
 //! * [`WRITER_LOCKED`]: a writer holds the lock.
@@ -89,6 +89,11 @@
 //!   threads, readers backing out of a failed fast path each took
 //!   `wait_lock` to wake that writer again: about a quarter of
 //!   `rwsem-rate`'s samples at 16 threads.
+//! * [`FRONT_READER`]: a reader is at the front of the wait list (set
+//!   with `WAITERS` by a reader that queues first, kept up to date under
+//!   `wait_lock` whenever the front changes): a write unlock must then
+//!   grant it through `wait_lock` instead of letting the lock fall free.
+//!   Being in the count word, the unlock's CAS checks it for free.
 //! * reader count, in units of [`READER_BIAS`]: readers holding the lock,
 //!   plus readers briefly probing it (a probe that fails backs out).
 //! * [`READ_FAILED`]: the reader count overflowed into the top bit; read
@@ -137,7 +142,10 @@
 //! write fast      (0, 0, -)        -> (0, 1, -)          CAS, acquire
 //! write try       (0, 0, F)        -> (0, 1, F-HANDOFF)  CAS, acquire; not if HANDOFF unless we are
 //!                                                        the first waiter
-//! write unlock    (0, 1, F-W)      -> (0, 0, F)          CAS, release (only while W is clear)
+//! write unlock    (0, 1, F)        -> (0, 0, F)          CAS, release, from the count the writer
+//!                                                        saw when it took the lock (the guard's
+//!                                                        hint): no FRONT_READER; W without WOKEN:
+//!                                                        wake the front writer (under wait_lock)
 //! write unlock    (0, 1, F|W)      -> (n, 0, F-HANDOFF[-W if list empties])
 //!   + grant                                              under wait_lock, one CAS, release: readers
 //!                                                        at the front, or behind a front writer
@@ -145,10 +153,13 @@
 //! write unlock    (0, 1, F|W)      -> (0, 0, F[-W if list empties])
 //!   + wake                                               as the grant, for readers at the front
 //!                                                        that have not waited reader_grant_ns
-//! write unlock    (0, 1, F|W)      -> (0, 0, F|W)        fetch_sub, release; a writer at the
-//!   + wake                                               front: wake it (under wait_lock) if free
+//! write unlock    (0, 1, F|W)      -> (0, 0, F|W)        CAS, release, from a fresh load (a guard
+//!   + wake                                               without a hint, or a wrong one); a writer
+//!                                                        at the front: wake it (under wait_lock)
 //! downgrade       (0, 1, F)        -> (1, 0, F)          fetch_add, release; W: grant front readers
-//! queue / leave   (.., F)          -> (.., F|W) / (.., F-W-HANDOFF-WOKEN)   under wait_lock, relaxed
+//! queue / leave   (.., F)          -> (.., F|W[|FRONT_READER]) / (.., F-W-HANDOFF-WOKEN-FRONT_READER)
+//!                                                        under wait_lock, relaxed
+//! front changes   (.., F|W)        -> (.., F|W±FRONT_READER)  under wait_lock, relaxed
 //! wake writer     (.., F|W)        -> (.., F|W|WOKEN)    under wait_lock, relaxed; the woken
 //!                                                        writer clears it (RMW) before its trylock
 //! hand-off req.   (.., F)          -> (.., F|HANDOFF)    under wait_lock, relaxed
@@ -202,20 +213,19 @@
 //!
 //! # Layout
 //!
-//! The owner word and the count word are the last words but one
-//! (`#[repr(C)]`): every acquisition writes both, and in a
-//! [`RwSem<T>`](crate::RwSem) the protected data comes right after the
+//! The owner word and the count word are the last two words
+//! (`#[repr(C)]`, 48 bytes in all): every acquisition writes both, and in
+//! a [`RwSem<T>`](crate::RwSem) the protected data comes right after the
 //! raw lock, so the line an acquirer takes holds the start of the data
-//! too. Of the eight 8-byte placements of the lock in a cache line, five
+//! too. Of the eight 8-byte placements of the lock in a cache line, six
 //! keep the owner word, the count word and the data on one line (with the
 //! count first: three). Each word on another line costs every hand-over
 //! one more cache-line transfer: with one reader and one writer the rate
 //! fell to less than half with the data on the next line and by about a
 //! sixth with the owner word on the line before (`examples/placement.rs`;
-//! figures in `docs/bench.md`). The last word holds the `front_reader` flag (byte
-//! 48, a `bool`, the rest padding) because the preload library keeps
-//! `pthread_rwlock_t`'s flags byte at that offset of the 56 bytes: it
-//! must only ever hold 0 or 1 (checked by `klock-preload/tests/layout.rs`).
+//! figures in `docs/bench.md`). The lock ends at byte 48: the preload
+//! library keeps `pthread_rwlock_t`'s flags word there, outside the
+//! rw-semaphore (checked by `klock-preload/tests/layout.rs`).
 //!
 //! # Memory ordering
 //!
@@ -234,7 +244,7 @@
 use crate::oncpu::SpinStats;
 use crate::osq::Osq;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, UnsafeCell};
+use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, UnsafeCell};
 #[cfg(not(loom))]
 use crate::sys;
 use crate::thread;
@@ -273,6 +283,9 @@ pub const HANDOFF: u64 = 1 << 2;
 /// has not yet looked at the lock again, so unlocks need not wake it
 /// (set by its waker and cleared by that writer, under `wait_lock`).
 pub const WRITER_WOKEN: u64 = 1 << 3;
+/// A reader is at the front of the wait list (only with `WAITERS`): a
+/// write unlock grants it under `wait_lock` (see the module docs).
+pub const FRONT_READER: u64 = 1 << 4;
 /// An unlock leaving the count at exactly `WAITERS` under this mask wakes
 /// the front waiter.
 const WAKE_MASK: u64 = READER_MASK | WRITER_LOCKED | WAITERS | WRITER_WOKEN;
@@ -320,24 +333,66 @@ fn readers_of(count: u64) -> u64 {
 }
 
 /// Guard state of a write-locked [`RawRwSemWith`]: the writer identity
-/// (so unlock needs no thread-local lookup). Not `Send`.
+/// (so unlock needs no thread-local lookup), `tid << OWNER_SHIFT`, and in
+/// the low bits that an identity leaves free, a hint of the count word
+/// the writer left when it took the lock, which the unlock's CAS tries
+/// first (see [`raw_unlock_exclusive`](RawRwSemWith::raw_unlock_exclusive)).
+/// Hint 0 means "unknown": a guard rebuilt from the identity alone is
+/// valid. Not `Send`.
 #[derive(Debug)]
 pub struct WriteGuard {
     id: usize,
     _not_send: PhantomData<*mut ()>,
 }
 
+/// The guard's hint bits (the owner word's flag bits, unused in a guard).
+const SEEN_MASK: usize = (1 << OWNER_SHIFT) - 1;
+/// The counts a guard's hint can name, by hint (0: unknown). A writer
+/// that took the lock with other flags set leaves no hint.
+const SEEN_COUNTS: [u64; 4] = [
+    0,
+    WRITER_LOCKED,
+    WRITER_LOCKED | WAITERS,
+    WRITER_LOCKED | WAITERS | WRITER_WOKEN,
+];
+
 // SAFETY: no shared state; `Sync` only lets `&Guard` be shared, as
 // `GuardNoSend` does.
 unsafe impl Sync for WriteGuard {}
 
 impl WriteGuard {
+    /// A guard without a hint.
     #[inline(always)]
     fn new(id: usize) -> Self {
         Self {
             id,
             _not_send: PhantomData,
         }
+    }
+
+    /// A guard whose hint is `count`, the word our acquiring CAS wrote (no
+    /// hint if it is none of [`SEEN_COUNTS`]).
+    #[inline(always)]
+    fn seen(id: usize, count: u64) -> Self {
+        let hint = match count {
+            WRITER_LOCKED => 1,
+            c if c == WRITER_LOCKED | WAITERS => 2,
+            c if c == WRITER_LOCKED | WAITERS | WRITER_WOKEN => 3,
+            _ => 0,
+        };
+        Self::new(id | hint)
+    }
+
+    /// The writer identity, without the hint.
+    #[inline(always)]
+    fn identity(&self) -> usize {
+        self.id & !SEEN_MASK
+    }
+
+    /// The count word the hint names; 0 if unknown.
+    #[inline(always)]
+    fn seen_count(&self) -> u64 {
+        SEEN_COUNTS[self.id & SEEN_MASK & 3]
     }
 
     /// The writer's tid.
@@ -434,15 +489,8 @@ pub struct RawRwSemWith<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw = Wa
     loom_no_quick_spin: core::sync::atomic::AtomicBool,
     /// Owner hint and nonspinnable bits.
     owner: AtomicUsize,
-    /// The lock (see the [module docs](self)).
+    /// The lock (see the [module docs](self)). Last: see "Layout".
     count: AtomicU64,
-    /// Hint for write unlocks: a reader is at the front of `list`, so the
-    /// unlock must grant it through wait_lock. Written under wait_lock
-    /// (before the `WAITERS` RMW when a reader queues first), read by the
-    /// unlocker after it saw `WAITERS`; a stale answer only costs fairness.
-    /// Last, at byte 48 (the rest is padding): the preload library keeps
-    /// glibc's rwlock flags byte there (see "Layout" in the module docs).
-    front_reader: AtomicBool,
 }
 
 /// The rw-semaphore following the global switches: [`crate::RwSem`]'s raw lock.
@@ -479,7 +527,6 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             wait_lock: W::INIT,
             spin: SpinStats::new(),
             list: UnsafeCell::new(WaitList::new()),
-            front_reader: AtomicBool::new(false),
             rgate: AtomicU32::new(0),
         }
     }
@@ -494,7 +541,6 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             wait_lock: W::new_unlocked(),
             spin: SpinStats::new(),
             list: UnsafeCell::new(WaitList::new()),
-            front_reader: AtomicBool::new(false),
             rgate: AtomicU32::new(0),
             probe: Probe::default(),
             loom_wait_timeout_ns: core::sync::atomic::AtomicU64::new(u64::MAX),
@@ -671,8 +717,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// `WAITERS`, fails on a writer or a hand-off.
     #[inline]
     fn try_read_unqueued(&self, me: usize) -> bool {
+        self.try_read_unqueued_from(me).is_some()
+    }
+
+    /// [`try_read_unqueued`](Self::try_read_unqueued), returning the count
+    /// before our add on success.
+    #[inline]
+    fn try_read_unqueued_from(&self, me: usize) -> Option<u64> {
         self.try_read_if(me, |old| old & (WRITER_LOCKED | HANDOFF | READ_FAILED) == 0)
-            .is_some()
     }
 
     /// Add a reader and keep it if `ok(count before the add)`, else back
@@ -711,30 +763,51 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     pub fn raw_lock_exclusive(&self) -> WriteGuard {
         let me = my_id();
         // (0,0,-) -> (0,1,-). Acquire pairs with the Release of the last unlock.
-        if self
+        match self
             .count
             .compare_exchange(0, WRITER_LOCKED, Acquire, Relaxed)
-            .is_ok()
         {
-            // Fast path: clears both nonspinnable bits.
-            self.owner.store(me, Relaxed);
-        } else {
-            self.write_slow(me, None);
+            Ok(_) => {
+                // Fast path: clears both nonspinnable bits.
+                self.owner.store(me, Relaxed);
+                WriteGuard::seen(me, WRITER_LOCKED)
+            }
+            Err(c) => self.write_second_try(me, c),
         }
-        WriteGuard::new(me)
+    }
+
+    /// The write fast path found the count at `c`: if that is a free lock
+    /// with waiters queued (and no hand-off pending), try once more from
+    /// it, `(0,0,F) -> (0,1,F)`, the trylock of the slow path without its
+    /// reload: with more threads than CPUs waiters are queued nearly all
+    /// the time, and every acquisition came here. Else the slow path.
+    #[inline]
+    fn write_second_try(&self, me: usize, c: u64) -> WriteGuard {
+        let free = c & (WRITER_LOCKED | READER_MASK | HANDOFF) == 0;
+        let new = c | WRITER_LOCKED;
+        // Acquire pairs with the Release of the last unlock.
+        if free
+            && self
+                .count
+                .compare_exchange(c, new, Acquire, Relaxed)
+                .is_ok()
+        {
+            // Like the fast path: clears both nonspinnable bits.
+            self.owner.store(me, Relaxed);
+            return WriteGuard::seen(me, new);
+        }
+        let wrote = self.write_slow(me, None).unwrap_or(0);
+        WriteGuard::seen(me, wrote)
     }
 
     /// Take the write lock if it is free (and not reserved by a hand-off).
     #[inline]
     pub fn raw_try_lock_exclusive(&self) -> Option<WriteGuard> {
         let me = my_id();
-        if self.try_write(false) {
-            // Like the fast path: clears both nonspinnable bits.
-            self.owner.store(me, Relaxed);
-            Some(WriteGuard::new(me))
-        } else {
-            None
-        }
+        let c = self.try_write_from(false)?;
+        // Like the fast path: clears both nonspinnable bits.
+        self.owner.store(me, Relaxed);
+        Some(WriteGuard::seen(me, c | WRITER_LOCKED))
     }
 
     /// Acquire the write lock unless `deadline_ns` passes first.
@@ -746,10 +819,10 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             .is_ok()
         {
             self.owner.store(me, Relaxed);
-            return Some(WriteGuard::new(me));
+            return Some(WriteGuard::seen(me, WRITER_LOCKED));
         }
         self.write_slow(me, Some(deadline_ns))
-            .then(|| WriteGuard::new(me))
+            .map(|wrote| WriteGuard::seen(me, wrote))
     }
 
     /// Release the write lock.
@@ -759,7 +832,6 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// with it (debug builds check that a writer holds it).
     #[inline]
     pub unsafe fn raw_unlock_exclusive(&self, guard: WriteGuard) {
-        let _ = guard;
         // Owner: drop the tid (and WR_NONSPINNABLE), keep RD_NONSPINNABLE.
         // We hold the lock, so only our own stores race with nothing.
         let o = self.owner.load(Relaxed);
@@ -774,21 +846,42 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             }
             return;
         }
-        // (0,1,F) -> (0,0,F) while WAITERS is clear: one CAS. Release
-        // pairs with the next acquirer's Acquire. Anything else (waiters,
-        // a lost race) goes to the slow path.
-        let c = self.count.load(Relaxed);
-        // Debug builds: a lock that is not write-locked goes to the slow
-        // path, which reports the misuse.
-        if c & WAITERS != 0
-            || (cfg!(debug_assertions) && c & WRITER_LOCKED == 0)
-            || self
-                .count
-                .compare_exchange(c, c.wrapping_sub(WRITER_LOCKED), Release, Relaxed)
-                .is_err()
-        {
-            self.write_unlock_slow();
+        // (0,1,F) -> (0,0,F): one CAS from the count we left when we took
+        // the lock (the guard's hint), without loading the word first.
+        // A load before the RMW cost a second cache-line transfer whenever
+        // a contended locker on another CPU was polling the line: with
+        // more threads than CPUs, where waiters stay queued and every
+        // unlock took the slow path's load, the rate fell by about a fifth
+        // (see `docs/locks/rwsem.md`). The CAS checks the hint: it fails
+        // if anything changed, such as a reader that came to the front
+        // (`FRONT_READER`), which the slow path then grants. A hint with
+        // `WAITERS` is tried only while no reader wait bound can grant
+        // readers past a front writer. Release pairs with the next
+        // acquirer's Acquire. Debug builds: a lock that is not
+        // write-locked fails the CAS; the slow path reports the misuse.
+        let seen = guard.seen_count();
+        if seen != 0 && self.is_broken(broken::UNLOCK_TRUSTS_HINT) {
+            // Loom only: release without checking the hint.
+            let old = self.count.fetch_sub(WRITER_LOCKED, Release);
+            if old & WAITERS != 0 {
+                self.unlock_wake();
+            }
+            return;
         }
+        if seen != 0
+            && (seen & WAITERS == 0 || self.reader_wait() == u64::MAX)
+            && self
+                .count
+                .compare_exchange(seen, seen - WRITER_LOCKED, Release, Relaxed)
+                .is_ok()
+        {
+            if seen & (WAITERS | WRITER_WOKEN) == WAITERS {
+                // A writer at the front, not yet woken.
+                self.unlock_wake();
+            }
+            return;
+        }
+        self.write_unlock_slow();
     }
 
     /// Turn our write lock into a read lock, without letting any writer in
@@ -798,15 +891,17 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// As [`raw_unlock_exclusive`](Self::raw_unlock_exclusive).
     pub unsafe fn raw_downgrade(&self, guard: WriteGuard) -> ReadGuard {
         let o = self.owner.load(Relaxed);
-        self.owner
-            .store(guard.id | READER_OWNED | (o & RD_NONSPINNABLE), Relaxed);
+        self.owner.store(
+            guard.identity() | READER_OWNED | (o & RD_NONSPINNABLE),
+            Relaxed,
+        );
         // (0,1,F) -> (1,0,F). Release: readers that join us (Acquire)
         // see what we wrote.
         let old = self.count.fetch_add(READER_BIAS - WRITER_LOCKED, Release);
         debug_assert!(old & WRITER_LOCKED != 0, "downgrade without the write lock");
         #[cfg(loom)]
         Probe::hit(&self.probe.downgrades);
-        if old & WAITERS != 0 {
+        if old & FRONT_READER != 0 {
             self.grant_front_readers();
         }
         ReadGuard::new()
@@ -867,6 +962,7 @@ impl<const R: u8, const A: u8, W: WaitLockRaw> core::fmt::Debug for RawRwSemWith
             .field("reader_owned", &(o & READER_OWNED != 0))
             .field("rd_nonspinnable", &(o & RD_NONSPINNABLE != 0))
             .field("wr_nonspinnable", &(o & WR_NONSPINNABLE != 0))
+            .field("front_reader", &(c & FRONT_READER != 0))
             .finish()
     }
 }

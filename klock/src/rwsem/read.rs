@@ -6,9 +6,9 @@
 #[cfg(loom)]
 use super::Probe;
 use super::{
-    broken, my_id, readers_of, RawRwSemWith, ReadWait, Role, Waiter, HANDOFF, MAX_READERS_WAKEUP,
-    OWNER_MASK, RD_NONSPINNABLE, READER_BIAS, READER_MASK, READER_OWNED, READ_FAILED, WAITERS,
-    WRITER_LOCKED, W_GRANTED, W_PARKED, W_RETRY, W_WAITING,
+    broken, my_id, readers_of, RawRwSemWith, ReadWait, Role, Waiter, FRONT_READER, HANDOFF,
+    MAX_READERS_WAKEUP, OWNER_MASK, RD_NONSPINNABLE, READER_BIAS, READER_MASK, READER_OWNED,
+    READ_FAILED, WAITERS, WRITER_LOCKED, W_GRANTED, W_PARKED, W_RETRY, W_WAITING,
 };
 use crate::events::{self, Event};
 use crate::oncpu;
@@ -43,11 +43,17 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 #[cfg(loom)]
                 Probe::hit(&self.probe.norspins);
             } else if self.can_spin(Role::Reader) {
-                if self.quick_spin(me, Role::Reader)
-                    || self.optimistic_spin(me, Role::Reader, false, deadline)
-                {
-                    // Let the readers queued at the front join this phase.
-                    if self.count.load(Relaxed) & WAITERS != 0 {
+                let got = self
+                    .quick_spin(me, Role::Reader)
+                    .or_else(|| self.optimistic_spin(me, Role::Reader, false, deadline));
+                if let Some(old) = got {
+                    // Let the readers queued at the front join this phase,
+                    // through wait_lock only when the count our add read
+                    // shows readers there (with a writer at the front
+                    // nothing is granted; a reader that queues first after
+                    // our add sees no writer and lets itself in). Reading
+                    // the count again here cost a cache-line transfer.
+                    if old & FRONT_READER != 0 {
                         self.grant_front_readers();
                     }
                     return true;
@@ -112,7 +118,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         events::inc(Event::RwsemRlockSteal);
         #[cfg(loom)]
         Probe::hit(&self.probe.steals);
-        if old & WAITERS != 0 {
+        if old & FRONT_READER != 0 {
             self.grant_front_readers();
         }
         true
@@ -232,13 +238,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         // return; unwinding aborts).
         let bomb = AbortOnUnwind("RwSem");
         if unsafe { self.list_push(wp) } {
-            // First in the queue: tell write unlocks to grant us.
-            self.front_reader.store(true, Relaxed);
-            // Ordered with unlocks by the word's modification order (see
-            // lock_sleep in mutex/slow.rs: an unlock after this RMW sees WAITERS
-            // and wakes; one before it is seen by the check below).
-            // Release: publishes `front_reader` to the unlocker's fence.
-            self.count.fetch_or(WAITERS, Release);
+            // First in the queue: tell write unlocks to grant us, in the
+            // same RMW that sets WAITERS. Ordered with unlocks by the
+            // word's modification order (see lock_sleep in mutex/slow.rs:
+            // an unlock after this RMW sees both bits, its CAS fails on
+            // them, and it grants; one before it is seen by the check
+            // below). Relaxed: the list it describes is read under
+            // wait_lock.
+            self.count.fetch_or(WAITERS | FRONT_READER, Relaxed);
         }
         if self.count.load(Relaxed) & WRITER_LOCKED == 0 {
             // No writer: the front (maybe us) may go now.
@@ -316,6 +323,10 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         };
         // SAFETY: caller holds wait_lock.
         let (mut n, mut others) = (0u64, head != unsafe { self.list_head() });
+        // Whether the new front, once these readers leave, is a reader
+        // (one past the cap): FRONT_READER stays set only then. Behind a
+        // front writer (`others` already) it is that writer.
+        let mut reader_next = false;
         let mut p = head;
         while !p.is_null() {
             // SAFETY: linked waiters are alive.
@@ -323,6 +334,9 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             if w.role == Role::Reader && n < cap {
                 n += 1;
             } else {
+                if !others {
+                    reader_next = w.role == Role::Reader;
+                }
                 others = true;
             }
             p = w.links.next();
@@ -363,7 +377,9 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 new &= !WRITER_LOCKED;
             }
             if !others {
-                new &= !WAITERS;
+                new &= !(WAITERS | FRONT_READER);
+            } else if !reader_next {
+                new &= !FRONT_READER;
             }
             if new == c {
                 // Waking to compete with others still queued: no change.

@@ -101,38 +101,43 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// about a fifth; a second put the difference within the spread of
     /// the runs (see `docs/locks/rwsem.md`). The caller has checked the
     /// nonspinnable bit of its role.
+    ///
+    /// Returns the count that our successful RMW read (the readers' add,
+    /// the writers' CAS), or `None`.
     #[inline]
-    pub(super) fn quick_spin(&self, me: usize, role: Role) -> bool {
+    pub(super) fn quick_spin(&self, me: usize, role: Role) -> Option<u64> {
         #[cfg(loom)]
         if self
             .loom_no_quick_spin
             .load(core::sync::atomic::Ordering::Relaxed)
         {
-            return false;
+            return None;
         }
         // One probe: a lost race means real contention.
-        let got = quick_poll(|| {
+        let mut seen = None;
+        quick_poll(|| {
             let c = self.count.load(Relaxed);
             if c & HANDOFF != 0 {
                 return Some(false);
             }
-            match role {
+            seen = match role {
                 Role::Reader if c & WRITER_LOCKED == 0 => {
-                    Some(if self.is_broken(broken::QUICK_TRUSTS_POLL) {
+                    if self.is_broken(broken::QUICK_TRUSTS_POLL) {
                         // BROKEN (loom only): keeps the probe unchecked.
-                        self.count.fetch_add(READER_BIAS, Acquire);
-                        true
+                        Some(self.count.fetch_add(READER_BIAS, Acquire))
                     } else {
-                        self.try_read_unqueued(me)
-                    })
+                        self.try_read_unqueued_from(me)
+                    }
                 }
                 Role::Writer if c & (WRITER_LOCKED | READER_MASK) == 0 => {
-                    Some(self.try_write(false))
+                    self.try_write_from(false)
                 }
-                _ => None,
-            }
+                _ => return None,
+            };
+            Some(seen.is_some())
         });
-        if got {
+        let got = seen;
+        if got.is_some() {
             events::inc(Event::RwsemSpinQuick);
             #[cfg(loom)]
             Probe::hit(&self.probe.quick_spins);
@@ -143,8 +148,8 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// Optimistic spinning. New lockers (`queued == false`) go through the
     /// OSQ; a woken first waiter (a writer, `queued == true`) spins
     /// directly and may take a `HANDOFF`-reserved lock, but only on a
-    /// writer owner. Returns whether we got the lock (owner word not yet
-    /// updated by us, except for readers).
+    /// writer owner. Returns, if we got the lock, the count our taking RMW
+    /// read (owner word not yet updated by us, except for readers).
     #[inline(never)]
     pub(super) fn optimistic_spin(
         &self,
@@ -152,13 +157,13 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         role: Role,
         queued: bool,
         deadline: Option<u64>,
-    ) -> bool {
+    ) -> Option<u64> {
         let slot = if queued {
             None
         } else {
             match thread::current() {
                 Some(s) => Some(s),
-                None => return false,
+                None => return None,
             }
         };
         let nonspin = if role == Role::Writer {
@@ -171,7 +176,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         if let Some(slot) = slot {
             if !self.osq.lock_with(slot, || spin.queued_poll()) {
                 events::inc(Event::RwsemOptFail);
-                return false;
+                return None;
             }
         }
 
@@ -188,11 +193,16 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 break Err(SpinFail::NotSpinnable);
             }
             let got = match role {
-                Role::Writer => c & (WRITER_LOCKED | READER_MASK) == 0 && self.try_write(queued),
-                Role::Reader => c & (WRITER_LOCKED | HANDOFF) == 0 && self.try_read_unqueued(me),
+                Role::Writer if c & (WRITER_LOCKED | READER_MASK) == 0 => {
+                    self.try_write_from(queued)
+                }
+                Role::Reader if c & (WRITER_LOCKED | HANDOFF) == 0 => {
+                    self.try_read_unqueued_from(me)
+                }
+                _ => None,
             };
-            if got {
-                break Ok(());
+            if let Some(seen) = got {
+                break Ok(seen);
             }
             let due = spin.tick();
             if c & WRITER_LOCKED != 0 {
@@ -246,17 +256,17 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             self.osq.unlock_with(slot);
         }
         match result {
-            Ok(()) => {
+            Ok(seen) => {
                 spin.succeeded(&self.spin);
                 events::inc(Event::RwsemOptLock);
                 #[cfg(loom)]
                 Probe::hit(&self.probe.spin_successes);
-                true
+                Some(seen)
             }
             Err(f) => {
                 let _ = f;
                 events::inc(Event::RwsemOptFail);
-                false
+                None
             }
         }
     }

@@ -18,16 +18,15 @@ fn debug_write_unlock_of_unlocked_lock_panics() {
 type Spin = RawRwSemWith<ON, ON>;
 type NoSpin = RawRwSemWith<OFF, OFF>;
 
-/// The owner and count words come just before the last word (the
-/// `front_reader` flag at byte 48, which the preload library relies on),
-/// so that a `RwSem<T>`'s data follows them on their cache line.
+/// The owner and count words are the last two words, and the lock ends
+/// at byte 48 (the preload library keeps glibc's flags word there), so
+/// that a `RwSem<T>`'s data follows them on their cache line.
 #[test]
 fn hot_words_are_last() {
     let size = core::mem::size_of::<RawRwSem>();
-    assert_eq!(size, 56);
-    assert_eq!(core::mem::offset_of!(RawRwSem, front_reader), 48);
-    assert_eq!(core::mem::offset_of!(RawRwSem, count), size - 16);
-    assert_eq!(core::mem::offset_of!(RawRwSem, owner), size - 24);
+    assert_eq!(size, 48);
+    assert_eq!(core::mem::offset_of!(RawRwSem, count), size - 8);
+    assert_eq!(core::mem::offset_of!(RawRwSem, owner), size - 16);
     let l = crate::RwSem::new(0u64);
     // SAFETY: only the addresses are used.
     let (raw, data) = (

@@ -5,8 +5,8 @@
 #[cfg(loom)]
 use super::Probe;
 use super::{
-    reader_grant_ns, reader_wait_ns, wait_timeout_ns, RawRwSemWith, Role, Waiter, HANDOFF,
-    READER_MASK, WAITERS, WRITER_LOCKED, WRITER_WOKEN, W_PARKED, W_WOKEN,
+    reader_grant_ns, reader_wait_ns, wait_timeout_ns, RawRwSemWith, Role, Waiter, FRONT_READER,
+    HANDOFF, READER_MASK, WAITERS, WRITER_LOCKED, WRITER_WOKEN, W_PARKED, W_WOKEN,
 };
 use crate::events::{self, Event};
 use crate::sync::Ordering::{Relaxed, Release};
@@ -131,7 +131,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         if unsafe { self.list_remove(w) } {
             // Relaxed: these flags only change under wait_lock.
             self.count
-                .fetch_and(!(WAITERS | HANDOFF | WRITER_WOKEN), Relaxed);
+                .fetch_and(!(WAITERS | HANDOFF | WRITER_WOKEN | FRONT_READER), Relaxed);
         } else if was_first {
             // A HANDOFF or WRITER_WOKEN belonged to the leaving first waiter.
             self.count.fetch_and(!(HANDOFF | WRITER_WOKEN), Relaxed);
@@ -147,12 +147,20 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// The caller holds wait_lock.
     #[inline]
     pub(super) unsafe fn wl_unlock(&self) {
-        // The front may have changed under wait_lock: refresh the hint.
+        // The front may have changed under wait_lock: bring FRONT_READER
+        // up to date (set only while WAITERS is: the list is non-empty).
         // SAFETY: we hold wait_lock; linked waiters are alive.
         let head = unsafe { self.list_head() };
         let reader = !head.is_null() && unsafe { &*head }.role == Role::Reader;
-        if self.front_reader.load(Relaxed) != reader {
-            self.front_reader.store(reader, Relaxed);
+        if (self.count.load(Relaxed) & FRONT_READER != 0) != reader {
+            // Relaxed: it changes only under wait_lock; write unlocks read
+            // it with their CAS, and a grant synchronises through
+            // wait_lock.
+            if reader {
+                self.count.fetch_or(FRONT_READER, Relaxed);
+            } else {
+                self.count.fetch_and(!FRONT_READER, Relaxed);
+            }
         }
         // SAFETY: forwarded contract.
         unsafe { self.wait_lock.unlock() };

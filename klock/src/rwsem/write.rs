@@ -5,24 +5,26 @@
 #[cfg(loom)]
 use super::Probe;
 use super::{
-    broken, tid_of, RawRwSemWith, Role, Waiter, HANDOFF, NONSPINNABLE, RD_NONSPINNABLE,
-    READER_MASK, WAITERS, WRITER_LOCKED, WRITER_WOKEN, WR_NONSPINNABLE, W_WAITING, W_WOKEN,
+    broken, tid_of, RawRwSemWith, Role, Waiter, FRONT_READER, HANDOFF, NONSPINNABLE,
+    RD_NONSPINNABLE, READER_MASK, WAITERS, WRITER_LOCKED, WRITER_WOKEN, WR_NONSPINNABLE, W_WAITING,
+    W_WOKEN,
 };
 use crate::events::{self, Event};
 use crate::oncpu;
+use crate::sync::AtomicU32;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
-use crate::sync::{fence, AtomicU32};
 use crate::sys::monotonic_ns;
 use crate::waitlist::{AbortOnUnwind, Links};
 use crate::waitlock::WaitLockRaw;
 
 impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, ADAPTIVE, W> {
-    /// Write unlock with waiters queued, or after the fast path's CAS lost
-    /// a race. `(0,1,F) -> (0,0,F)` by CAS, only while WAITERS is clear: with
-    /// waiters queued the unlock may have to grant the lock to readers at
-    /// the front without ever letting it fall free (a writer could take it
-    /// between a plain release and the wake-up), so it goes through
-    /// wait_lock. Release pairs with the next acquirer's Acquire.
+    /// Write unlock when the guard's hint was unknown or wrong.
+    /// `(0,1,F) -> (0,0,F)` by CAS from a fresh load, unless a reader is at
+    /// the front (`FRONT_READER`) or readers may be granted past a front
+    /// writer: the unlock must then grant the lock to them without ever
+    /// letting it fall free (a writer could take it between a plain
+    /// release and the wake-up), so it goes through wait_lock. Release
+    /// pairs with the next acquirer's Acquire.
     #[cold]
     #[inline(never)]
     pub(super) fn write_unlock_slow(&self) {
@@ -34,33 +36,30 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                     "klock::RwSem: write unlock of a lock not write-locked (count {c:#x})"
                 );
             }
-            if c & WAITERS != 0 {
+            if c & WAITERS != 0 && (c & FRONT_READER != 0 || self.reader_wait() != u64::MAX) {
                 // Through wait_lock only when a grant may be due: a reader
                 // at the front (or readers may be granted past a front
                 // writer). A writer at the front is woken after a plain
-                // release, as before, without holding the lock longer.
-                // Acquire fence: pairs with the Release `WAITERS` RMW of a
-                // reader queueing first, so its `front_reader` is seen.
-                fence(Acquire);
-                if self.front_reader.load(Relaxed) || self.reader_wait() != u64::MAX {
-                    self.write_unlock_queued();
-                    return;
-                }
-                // (0,1,F) -> (0,0,F). Release as above. A front writer
-                // already woken looks at the lock again after this RMW
-                // (it clears WRITER_WOKEN with an RMW before its trylock):
-                // no second wake-up, and no wait_lock round trip.
-                let old = self.count.fetch_sub(WRITER_LOCKED, Release);
-                if old & WRITER_WOKEN == 0 {
-                    self.unlock_wake();
-                }
+                // release, without holding the lock longer.
+                self.write_unlock_queued();
                 return;
             }
+            // (0,1,F) -> (0,0,F). Release as above. The CAS fails if a
+            // reader came to the front since the load.
             match self
                 .count
                 .compare_exchange_weak(c, c - WRITER_LOCKED, Release, Relaxed)
             {
-                Ok(_) => return,
+                Ok(_) => {
+                    // A front writer already woken looks at the lock again
+                    // after this RMW (it clears WRITER_WOKEN with an RMW
+                    // before its trylock): no second wake-up, and no
+                    // wait_lock round trip.
+                    if c & (WAITERS | WRITER_WOKEN) == WAITERS {
+                        self.unlock_wake();
+                    }
+                    return;
+                }
                 Err(now) => c = now,
             }
         }
@@ -117,14 +116,21 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// (unless `first`: we are that waiter).
     #[inline]
     pub(super) fn try_write(&self, first: bool) -> bool {
+        self.try_write_from(first).is_some()
+    }
+
+    /// [`try_write`](Self::try_write), returning the count before our CAS
+    /// on success.
+    #[inline]
+    pub(super) fn try_write_from(&self, first: bool) -> Option<u64> {
         let ignore_handoff = self.is_broken(broken::IGNORE_HANDOFF);
         let mut c = self.count.load(Relaxed);
         loop {
             if c & (WRITER_LOCKED | READER_MASK) != 0 {
-                return false;
+                return None;
             }
             if c & HANDOFF != 0 && !first && !ignore_handoff {
-                return false;
+                return None;
             }
             // Acquire pairs with the Release of the previous unlock (all
             // later writes are RMWs: the release sequence holds).
@@ -134,16 +140,18 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 Acquire,
                 Relaxed,
             ) {
-                Ok(_) => return true,
+                Ok(_) => return Some(c),
                 Err(now) => c = now,
             }
         }
     }
 
-    /// Contended write lock. `false` only when `deadline` passed.
+    /// Contended write lock: `None` only when `deadline` passed, else the
+    /// count our taking CAS wrote (0 if not known: the queued path), for
+    /// the guard's hint.
     #[cold]
     #[inline(never)]
-    pub(super) fn write_slow(&self, me: usize, deadline: Option<u64>) -> bool {
+    pub(super) fn write_slow(&self, me: usize, deadline: Option<u64>) -> Option<u64> {
         if cfg!(debug_assertions) && deadline.is_none() {
             let (c, o) = (self.count.load(Relaxed), self.owner.load(Relaxed));
             assert!(
@@ -152,21 +160,24 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 tid_of(me)
             );
         }
-        if self.try_write(false) {
+        // What `try_write` wrote over the count `c` it read.
+        let wrote = |c: u64| (c | WRITER_LOCKED) & !HANDOFF;
+        if let Some(c) = self.try_write_from(false) {
             self.owner.store(me, Relaxed);
-            return true;
+            return Some(wrote(c));
         }
-        if oncpu::spinning_useful()
-            && self.can_spin(Role::Writer)
-            && (self.quick_spin(me, Role::Writer)
-                || self.optimistic_spin(me, Role::Writer, false, deadline))
-        {
-            // Spinning worked: this locker saw no reason to stop readers.
-            self.owner.store(me, Relaxed);
-            return true;
+        if oncpu::spinning_useful() && self.can_spin(Role::Writer) {
+            let got = self
+                .quick_spin(me, Role::Writer)
+                .or_else(|| self.optimistic_spin(me, Role::Writer, false, deadline));
+            if let Some(c) = got {
+                // Spinning worked: this locker saw no reason to stop readers.
+                self.owner.store(me, Relaxed);
+                return Some(wrote(c));
+            }
         }
         let saw_wr = self.owner.load(Relaxed) & WR_NONSPINNABLE != 0;
-        self.write_sleep(me, saw_wr, deadline)
+        self.write_sleep(me, saw_wr, deadline).then_some(0)
     }
 
     /// Record the slow-path writer as owner: `me`, plus `RD_NONSPINNABLE`
@@ -210,9 +221,9 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         // SAFETY (list accesses below): as in read_sleep.
         let bomb = AbortOnUnwind("RwSem");
         if unsafe { self.list_push(wp) } {
-            // First in the queue, a writer: as in read_sleep.
-            self.front_reader.store(false, Relaxed);
-            self.count.fetch_or(WAITERS, Release);
+            // First in the queue, a writer: as in read_sleep (the list
+            // was empty, so FRONT_READER is clear).
+            self.count.fetch_or(WAITERS, Relaxed);
         }
         let start = monotonic_ns();
         let timeout = self.wait_timeout();
@@ -291,7 +302,10 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             }
             if first
                 && (self.try_write(true)
-                    || (spin && self.optimistic_spin(me, Role::Writer, true, deadline)))
+                    || (spin
+                        && self
+                            .optimistic_spin(me, Role::Writer, true, deadline)
+                            .is_some()))
             {
                 self.wl_lock();
                 break true;
@@ -304,7 +318,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             // A HANDOFF of ours was cleared by our trylock's CAS; a
             // WRITER_WOKEN is ours (we are first) and goes now.
             let clear = if unsafe { self.list_remove(wp) } {
-                WAITERS | HANDOFF | WRITER_WOKEN
+                WAITERS | HANDOFF | WRITER_WOKEN | FRONT_READER
             } else {
                 WRITER_WOKEN
             };
