@@ -674,8 +674,10 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// (or waiters are queued) from writing the count: its `fetch_add`
     /// would take the line from the writer in its critical section, and
     /// the back-out take it again. In `rwsem-rate` at 2 threads (one
-    /// reader, one writer) the load raised the rate by about a fifth (one
-    /// A/B of three rounds, see `docs/locks/rwsem.md`). It costs an
+    /// reader, one writer) the load raised the rate by about a fifth in
+    /// one A/B of three rounds, and a second A/B, after the write unlock
+    /// became one CAS, favoured it in 11 of 12 pairs at 2–16 threads (see
+    /// `docs/locks/rwsem.md`). It costs an
     /// uncontended read lock+unlock about 3 ns (one thread, ten alternating
     /// runs: a median of 25.1 ns against 21.7 without the load), a trade
     /// `docs/locks/rwsem.md` states.
