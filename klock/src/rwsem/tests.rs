@@ -40,7 +40,8 @@ fn hot_words_are_last() {
 fn word_layout() {
     assert_eq!(READER_MASK >> READER_SHIFT, (1 << 55) - 1);
     assert_eq!(
-        READER_MASK & (WRITER_LOCKED | WAITERS | HANDOFF | WRITER_WOKEN | READ_FAILED),
+        READER_MASK
+            & (WRITER_LOCKED | WAITERS | HANDOFF | WRITER_WOKEN | FRONT_READER | READ_FAILED),
         0
     );
     assert_eq!(OWNER_FLAGS, 0b111);
@@ -184,4 +185,81 @@ fn reader_passing_per_lock_and_never_for_stealing_locks() {
     assert!(RawRwSemWith::<PASS, ON>::new().reader_pass_enabled());
     assert!(RawRwSemWith::<PASS, ON>::new().reader_spin_enabled());
     assert!(!RawRwSemWith::<STEAL, OFF>::new().reader_pass_enabled());
+}
+
+/// Wait (at most 10 s) until `l`'s count word satisfies `f`.
+fn wait_count(l: &RawRwSem, what: &str, f: impl Fn(u64) -> bool) {
+    let start = Instant::now();
+    while !f(l.count_word()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "waited 10 s for {what} (count {:#x})",
+            l.count_word()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The write guard's hint names the count the writer left: exactly
+/// `WRITER_LOCKED` on a free lock, `WRITER_LOCKED | WAITERS` when a
+/// writer is queued; and an unlock whose hint went stale (a reader came
+/// to the front while the lock was held) still grants that reader.
+#[test]
+fn guard_hint_and_stale_hint_unlock() {
+    let l: &'static RawRwSem = Box::leak(Box::new(RawRwSem::new()));
+    let g = l.raw_lock_exclusive();
+    assert_eq!(g.seen_count(), WRITER_LOCKED);
+    assert_eq!(g.identity(), my_id());
+    // A reader queues first: FRONT_READER with WAITERS, in one RMW.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let _r = l.raw_lock_shared();
+        tx.send(l.count_word()).unwrap();
+        // SAFETY: read-held.
+        unsafe { l.raw_unlock_shared() };
+    });
+    wait_count(l, "the reader to queue", |c| {
+        c & (WAITERS | FRONT_READER) == WAITERS | FRONT_READER
+    });
+    // SAFETY: held with `g`; its hint (WRITER_LOCKED) is stale now.
+    unsafe { l.raw_unlock_exclusive(g) };
+    let seen = rx.recv().unwrap();
+    assert_eq!(readers_of(seen), 1, "the reader was granted: {seen:#x}");
+    reader.join().unwrap();
+    assert_eq!(l.count_word(), 0);
+}
+
+/// `FRONT_READER` follows the front of the queue: a writer queued first
+/// and then timing out leaves a reader at the front, and the bit is set;
+/// the next write unlock grants that reader.
+#[test]
+fn front_reader_follows_the_front() {
+    let l: &'static RawRwSem = Box::leak(Box::new(RawRwSem::new()));
+    let g = l.raw_lock_exclusive();
+    // A writer queues first, with a deadline.
+    let timed = std::thread::spawn(move || {
+        let got = l.raw_try_lock_exclusive_until_ns(crate::sys::monotonic_ns() + 300_000_000);
+        assert!(got.is_none(), "the lock was held throughout");
+    });
+    wait_count(l, "the writer to queue", |c| c & WAITERS != 0);
+    assert_eq!(l.count_word() & FRONT_READER, 0, "a writer is at the front");
+    // Then a reader, behind it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let _r = l.raw_lock_shared();
+        tx.send(()).unwrap();
+        // SAFETY: read-held.
+        unsafe { l.raw_unlock_shared() };
+    });
+    // The writer gives up: the reader is at the front.
+    timed.join().unwrap();
+    wait_count(l, "FRONT_READER after the writer left", |c| {
+        c & FRONT_READER != 0
+    });
+    assert!(rx.try_recv().is_err(), "the reader waits for the writer");
+    // SAFETY: held with `g`.
+    unsafe { l.raw_unlock_exclusive(g) };
+    rx.recv().unwrap();
+    reader.join().unwrap();
+    assert_eq!(l.count_word(), 0);
 }
