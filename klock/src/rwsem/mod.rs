@@ -345,8 +345,9 @@ pub struct WriteGuard {
     _not_send: PhantomData<*mut ()>,
 }
 
-/// The guard's hint bits (the owner word's flag bits, unused in a guard).
-const SEEN_MASK: usize = (1 << OWNER_SHIFT) - 1;
+/// The guard's hint bits: two of the low bits an identity leaves free.
+const SEEN_MASK: usize = 0b11;
+const _: () = assert!(SEEN_MASK < 1 << OWNER_SHIFT);
 /// The counts a guard's hint can name, by hint (0: unknown). A writer
 /// that took the lock with other flags set leaves no hint.
 const SEEN_COUNTS: [u64; 4] = [
@@ -392,7 +393,7 @@ impl WriteGuard {
     /// The count word the hint names; 0 if unknown.
     #[inline(always)]
     fn seen_count(&self) -> u64 {
-        SEEN_COUNTS[self.id & SEEN_MASK & 3]
+        SEEN_COUNTS[self.id & SEEN_MASK]
     }
 
     /// The writer's tid.

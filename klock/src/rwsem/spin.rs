@@ -136,13 +136,12 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             };
             Some(seen.is_some())
         });
-        let got = seen;
-        if got.is_some() {
+        if seen.is_some() {
             events::inc(Event::RwsemSpinQuick);
             #[cfg(loom)]
             Probe::hit(&self.probe.quick_spins);
         }
-        got
+        seen
     }
 
     /// Optimistic spinning. New lockers (`queued == false`) go through the
