@@ -4,10 +4,10 @@
 //!
 //! The rw-semaphore fills the first 48 bytes; all-zero bytes are an
 //! unlocked one. glibc's `__flags` (the writer preference) is the word at
-//! byte 48, past the rw-semaphore's end (checked by `tests/layout.rs`):
+//! byte 48, past the rw-semaphore's end (asserted below):
 //! `PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP` puts 2 there, and
-//! nothing reads it. The preference itself needs no storage: the rw-semaphore is always writer
-//! fair (a reader queues behind a waiting writer), which is what
+//! nothing reads it. The preference itself needs no storage: the
+//! rw-semaphore is always writer fair (a reader queues behind a waiting writer), which is what
 //! `PREFER_WRITER_NONRECURSIVE` asks for, unless the process turns on
 //! `KLOCK_RWSEM_READER_PASS` (off by default), which lets readers pass
 //! waiting writers.
@@ -40,8 +40,8 @@ const _: () = assert!(core::mem::size_of::<pthread_rwlock_t>() == 56);
 const _: () = assert!(core::mem::size_of::<RawRwSem>() <= 48);
 const _: () =
     assert!(core::mem::align_of::<RawRwSem>() <= core::mem::align_of::<pthread_rwlock_t>());
-// A write guard is its writer's owner identity (`tid << OWNER_SHIFT`):
-// see `write_guard`.
+// A write guard is one word, its writer's identity (`tid << OWNER_SHIFT`)
+// with an unlock hint in the low bits: see `write_guard`.
 const _: () = assert!(core::mem::size_of::<WriteGuard>() == core::mem::size_of::<usize>());
 
 /// The rw-semaphore in `l`, or `EINVAL` for a null pointer.

@@ -29,8 +29,8 @@ pub const PAST_QUEUE_IGNORES_WRITER: u8 = 10;
 /// trusting the poll that showed no writer (a writer can take the lock
 /// between the poll and the probe).
 pub const QUICK_TRUSTS_POLL: u8 = 11;
-/// A write unlock with a hint in its guard releases with `fetch_sub`,
-/// trusting the hint instead of checking it with its CAS: a reader that
-/// came to the front since the lock was taken is not granted, and a
-/// barging writer can take the lock before it.
-pub const UNLOCK_TRUSTS_HINT: u8 = 12;
+/// `FRONT_READER` is never set (a reader queueing first sets only
+/// `WAITERS`, and the front's upkeep under `wait_lock` never sets it): a
+/// write unlock then releases the lock with a reader at the front, and a
+/// barging writer can take it before that reader.
+pub const NO_FRONT_READER: u8 = 12;

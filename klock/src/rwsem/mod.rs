@@ -375,12 +375,7 @@ impl WriteGuard {
     /// hint if it is none of [`SEEN_COUNTS`]).
     #[inline(always)]
     fn seen(id: usize, count: u64) -> Self {
-        let hint = match count {
-            WRITER_LOCKED => 1,
-            c if c == WRITER_LOCKED | WAITERS => 2,
-            c if c == WRITER_LOCKED | WAITERS | WRITER_WOKEN => 3,
-            _ => 0,
-        };
+        let hint = SEEN_COUNTS.iter().position(|&c| c == count).unwrap_or(0);
         Self::new(id | hint)
     }
 
@@ -775,32 +770,20 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 self.owner.store(me, Relaxed);
                 WriteGuard::seen(me, WRITER_LOCKED)
             }
-            Err(c) => self.write_second_try(me, c),
+            // With more threads than CPUs waiters are queued nearly all
+            // the time, so the `(0,0,0)` CAS fails on a free lock: the
+            // trylock once more, inline, from the count it read (made
+            // first thing in the cold slow path instead, 16 writers on 2
+            // CPUs ran 4–10% slower; see `docs/locks/rwsem.md`).
+            Err(c) => match self.try_write_at(false, c) {
+                Some(c) => {
+                    // Like the fast path: clears both nonspinnable bits.
+                    self.owner.store(me, Relaxed);
+                    WriteGuard::seen(me, write::try_write_wrote(c))
+                }
+                None => WriteGuard::seen(me, self.write_slow(me, None).unwrap_or(0)),
+            },
         }
-    }
-
-    /// The write fast path found the count at `c`: if that is a free lock
-    /// with waiters queued (and no hand-off pending), try once more from
-    /// it, `(0,0,F) -> (0,1,F)`, the trylock of the slow path without its
-    /// reload: with more threads than CPUs waiters are queued nearly all
-    /// the time, and every acquisition came here. Else the slow path.
-    #[inline]
-    fn write_second_try(&self, me: usize, c: u64) -> WriteGuard {
-        let free = c & (WRITER_LOCKED | READER_MASK | HANDOFF) == 0;
-        let new = c | WRITER_LOCKED;
-        // Acquire pairs with the Release of the last unlock.
-        if free
-            && self
-                .count
-                .compare_exchange(c, new, Acquire, Relaxed)
-                .is_ok()
-        {
-            // Like the fast path: clears both nonspinnable bits.
-            self.owner.store(me, Relaxed);
-            return WriteGuard::seen(me, new);
-        }
-        let wrote = self.write_slow(me, None).unwrap_or(0);
-        WriteGuard::seen(me, wrote)
     }
 
     /// Take the write lock if it is free (and not reserved by a hand-off).
@@ -810,7 +793,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         let c = self.try_write_from(false)?;
         // Like the fast path: clears both nonspinnable bits.
         self.owner.store(me, Relaxed);
-        Some(WriteGuard::seen(me, c | WRITER_LOCKED))
+        Some(WriteGuard::seen(me, write::try_write_wrote(c)))
     }
 
     /// Acquire the write lock unless `deadline_ns` passes first.
@@ -863,28 +846,23 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         // acquirer's Acquire. Debug builds: a lock that is not
         // write-locked fails the CAS; the slow path reports the misuse.
         let seen = guard.seen_count();
-        if seen != 0 && self.is_broken(broken::UNLOCK_TRUSTS_HINT) {
-            // Loom only: release without checking the hint.
-            let old = self.count.fetch_sub(WRITER_LOCKED, Release);
-            if old & WAITERS != 0 {
-                self.unlock_wake();
-            }
-            return;
-        }
-        if seen != 0
-            && (seen & WAITERS == 0 || self.reader_wait() == u64::MAX)
-            && self
+        if seen != 0 && (seen & WAITERS == 0 || self.reader_wait() == u64::MAX) {
+            match self
                 .count
                 .compare_exchange(seen, seen - WRITER_LOCKED, Release, Relaxed)
-                .is_ok()
-        {
-            if seen & (WAITERS | WRITER_WOKEN) == WAITERS {
-                // A writer at the front, not yet woken.
-                self.unlock_wake();
+            {
+                Ok(_) => {
+                    if seen & (WAITERS | WRITER_WOKEN) == WAITERS {
+                        // A writer at the front, not yet woken.
+                        self.unlock_wake();
+                    }
+                }
+                // The failed CAS read the word: no second load.
+                Err(now) => self.write_unlock_slow(now),
             }
             return;
         }
-        self.write_unlock_slow();
+        self.write_unlock_slow(self.count.load(Relaxed));
     }
 
     /// Turn our write lock into a read lock, without letting any writer in

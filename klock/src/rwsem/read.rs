@@ -245,7 +245,12 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             // them, and it grants; one before it is seen by the check
             // below). Relaxed: the list it describes is read under
             // wait_lock.
-            self.count.fetch_or(WAITERS | FRONT_READER, Relaxed);
+            let front = if self.is_broken(broken::NO_FRONT_READER) {
+                0
+            } else {
+                FRONT_READER
+            };
+            self.count.fetch_or(WAITERS | front, Relaxed);
         }
         if self.count.load(Relaxed) & WRITER_LOCKED == 0 {
             // No writer: the front (maybe us) may go now.

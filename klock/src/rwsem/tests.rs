@@ -200,16 +200,27 @@ fn wait_count(l: &RawRwSem, what: &str, f: impl Fn(u64) -> bool) {
     }
 }
 
-/// The write guard's hint names the count the writer left: exactly
-/// `WRITER_LOCKED` on a free lock, `WRITER_LOCKED | WAITERS` when a
-/// writer is queued; and an unlock whose hint went stale (a reader came
-/// to the front while the lock was held) still grants that reader.
+/// The write guard's hint names the count the writer left (exactly
+/// `WRITER_LOCKED` on a free lock); a reader that queues first sets
+/// `FRONT_READER` with `WAITERS`; and an unlock whose hint went stale
+/// (its CAS fails on those bits) still lets that reader in. (That no
+/// writer gets in before the reader is loom's grant model.)
 #[test]
 fn guard_hint_and_stale_hint_unlock() {
     let l: &'static RawRwSem = Box::leak(Box::new(RawRwSem::new()));
     let g = l.raw_lock_exclusive();
     assert_eq!(g.seen_count(), WRITER_LOCKED);
     assert_eq!(g.identity(), my_id());
+    for (hint, &count) in SEEN_COUNTS.iter().enumerate() {
+        let h = WriteGuard::seen(my_id(), count);
+        assert_eq!(
+            (h.seen_count(), h.identity()),
+            (count, my_id()),
+            "hint {hint}"
+        );
+    }
+    let other = WriteGuard::seen(my_id(), WRITER_LOCKED | FRONT_READER | WAITERS);
+    assert_eq!(other.seen_count(), 0, "no hint for other counts");
     // A reader queues first: FRONT_READER with WAITERS, in one RMW.
     let (tx, rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {

@@ -151,7 +151,9 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         // up to date (set only while WAITERS is: the list is non-empty).
         // SAFETY: we hold wait_lock; linked waiters are alive.
         let head = unsafe { self.list_head() };
-        let reader = !head.is_null() && unsafe { &*head }.role == Role::Reader;
+        let reader = !head.is_null()
+            && unsafe { &*head }.role == Role::Reader
+            && !self.is_broken(super::broken::NO_FRONT_READER);
         if (self.count.load(Relaxed) & FRONT_READER != 0) != reader {
             // Relaxed: it changes only under wait_lock; write unlocks read
             // it with their CAS, and a grant synchronises through

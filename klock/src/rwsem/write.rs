@@ -17,6 +17,13 @@ use crate::sys::monotonic_ns;
 use crate::waitlist::{AbortOnUnwind, Links};
 use crate::waitlock::WaitLockRaw;
 
+/// The count a successful write trylock wrote over the count `c` it
+/// read (`(0,0,F) -> (0,1,F-HANDOFF)`).
+#[inline(always)]
+pub(super) fn try_write_wrote(c: u64) -> u64 {
+    (c | WRITER_LOCKED) & !HANDOFF
+}
+
 impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, ADAPTIVE, W> {
     /// Write unlock when the guard's hint was unknown or wrong.
     /// `(0,1,F) -> (0,0,F)` by CAS from a fresh load, unless a reader is at
@@ -27,8 +34,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// pairs with the next acquirer's Acquire.
     #[cold]
     #[inline(never)]
-    pub(super) fn write_unlock_slow(&self) {
-        let mut c = self.count.load(Relaxed);
+    pub(super) fn write_unlock_slow(&self, mut c: u64) {
         loop {
             if cfg!(debug_assertions) {
                 assert!(
@@ -123,8 +129,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// on success.
     #[inline]
     pub(super) fn try_write_from(&self, first: bool) -> Option<u64> {
+        self.try_write_at(first, self.count.load(Relaxed))
+    }
+
+    /// [`try_write_from`](Self::try_write_from) starting from `c`, a count
+    /// just read (by a failed CAS), instead of loading it again.
+    #[inline]
+    pub(super) fn try_write_at(&self, first: bool, mut c: u64) -> Option<u64> {
         let ignore_handoff = self.is_broken(broken::IGNORE_HANDOFF);
-        let mut c = self.count.load(Relaxed);
         loop {
             if c & (WRITER_LOCKED | READER_MASK) != 0 {
                 return None;
@@ -160,11 +172,9 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 tid_of(me)
             );
         }
-        // What `try_write` wrote over the count `c` it read.
-        let wrote = |c: u64| (c | WRITER_LOCKED) & !HANDOFF;
         if let Some(c) = self.try_write_from(false) {
             self.owner.store(me, Relaxed);
-            return Some(wrote(c));
+            return Some(try_write_wrote(c));
         }
         if oncpu::spinning_useful() && self.can_spin(Role::Writer) {
             let got = self
@@ -173,7 +183,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
             if let Some(c) = got {
                 // Spinning worked: this locker saw no reason to stop readers.
                 self.owner.store(me, Relaxed);
-                return Some(wrote(c));
+                return Some(try_write_wrote(c));
             }
         }
         let saw_wr = self.owner.load(Relaxed) & WR_NONSPINNABLE != 0;
