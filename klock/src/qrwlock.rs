@@ -38,10 +38,13 @@
 //! its holder may set `WAITING` or `SLEEPER`, or add a slow-path reader.
 //! It is klock's paravirt qspinlock, so queued lockers sleep too.
 //!
-//! Before queueing, a contended locker polls the word a few times
-//! ([`crate::spin::QUICK_POLLS`]) while nobody is queued, and takes the
+//! Before queueing, a contended locker polls the word for up to
+//! [`crate::spin::QUICK_SPIN_NS`] while nobody is queued, and takes the
 //! lock with one fast-path RMW if it comes free: most contended critical
-//! sections end within the polls. The kernel queues at once; in userspace
+//! sections end within the polls. The polls are spaced: a poll that had
+//! to fetch the line from the holder is followed by a long gap
+//! ([`crate::spin::QUICK_SPIN_GAP_NS`]), so that the holder is not robbed
+//! of its line in every short critical section. The kernel queues at once; in userspace
 //! the queue's RMWs on the word's cache line cost as much as a short
 //! critical section. A queued locker is never passed: its `wait_lock`
 //! ends the polls.
@@ -65,17 +68,17 @@
 //! ```text
 //! read fast path      (r,0,0) -> (r+1,0,0)                fetch_add, acquire
 //!   found a writer    (r,*,L) or (r,1,*): back out  (r+1,..) -> (r,..), then slow path
-//! read quick poll     nobody queued (wait_lock free, waiting = 0): up to
-//!                     QUICK_POLLS loads; on (r,0,0) one fast-path try,
-//!                     backed out if it fails; then queue
+//! read quick poll     nobody queued (wait_lock free, waiting = 0): spaced
+//!                     loads for up to QUICK_SPIN_NS; on (r,0,0) one
+//!                     fast-path try, backed out if it fails; then queue
 //! read slow path      under wait_lock: (r,*,*) -> (r+1,*,*), wait for locked = 0
 //!                     (acquire; past the budget: set S, sleep), clear S,
 //!                     release wait_lock
 //! read unlock         (r+1,*,*) -> (r,*,*)                fetch_sub, release
 //!
 //! write fast path     (0,0,0) -> (0,0,L)                  CAS, acquire
-//! write quick poll    nobody queued: up to QUICK_POLLS loads; on (0,0,0)
-//!                     one fast-path CAS; then queue
+//! write quick poll    nobody queued: spaced loads for up to QUICK_SPIN_NS;
+//!                     on (0,0,0) one fast-path CAS; then queue
 //! write slow path     under wait_lock:
 //!   retry             (0,0,0) -> (0,0,L)                  CAS, acquire
 //!   announce          (r,0,*) -> (r,1,*)                  fetch_or (blocks new readers)
@@ -446,16 +449,18 @@ impl RawQRwLock {
         }
     }
 
-    /// A few read-only polls of the word before queueing on `wait_lock`,
-    /// while nobody is queued (`wait_lock` free, `WAITING` clear): most
-    /// contended critical sections end within them, and the lock is then
-    /// taken with one RMW, the fast path's, without the queue. A queued
+    /// Spaced read-only polls of the word (the quick spin of
+    /// [`crate::spin`]) before queueing on `wait_lock`, while nobody is
+    /// queued (`wait_lock` free, `WAITING` clear): most contended
+    /// critical sections end within them, and the lock is then taken with
+    /// one RMW, the fast path's, without the queue. A queued
     /// locker is never passed (its `wait_lock` stops the polls), so the
     /// order of the queue stays FIFO. A reader must come here with its
     /// fast-path bias backed out. With one reader and one writer on two
     /// CPUs and tiny critical sections (`klock bench rwsem-rate --locks
     /// qrwlock`, 2 threads) the lock went from 3,286–5,664 to 5,026–7,423
-    /// kop/s (`docs/locks/rwlock.md`).
+    /// kop/s (`docs/locks/rwlock.md`); spacing the polls took it further
+    /// (`docs/locks/rwsem.md`, "The quick spin's gap").
     #[inline]
     fn quick_spin<const MODE: u8>(&self, writer: bool) -> bool {
         #[cfg(loom)]

@@ -8,29 +8,123 @@ use crate::sys::monotonic_ns;
 /// Read the clock once per this many spin iterations.
 pub const CLOCK_EVERY: u32 = 16;
 
-/// Read-only polls of a held lock before a contended locker starts the
-/// full optimistic spin or queues (about 1 µs where `PAUSE` is slow, less
-/// where it is fast): the quick spin of the mutex, the rw-semaphore and
-/// the queued rwlock.
+/// Read-only polls of a held lock before a contended mutex locker starts
+/// the full optimistic spin or queues (about 1 µs where `PAUSE` is slow,
+/// less where it is fast): the mutex's quick spin.
 pub const QUICK_POLLS: u32 = 32;
 
-/// The rw-semaphore's and the queued rwlock's quick spin: `poll()` up to
-/// [`QUICK_POLLS`] times, with a relax between polls but not before the
-/// first, until it returns `Some(took_the_lock)`; `false` if it never
-/// does. Two polls under loom, where a relax is a yield that runs the
-/// owner: enough to explore a poll that wins and one that gives up.
+/// How long the rw-semaphore's and the queued rwlock's quick spin polls a
+/// held lock before the locker starts the full optimistic spin or queues.
+pub const QUICK_SPIN_NS: u64 = 3_000;
+
+/// The quick spin's gap after a poll that had to fetch the lock's cache
+/// line, in ns: somebody wrote the line since our last look, so the holder
+/// is running short critical sections on it.
+///
+/// Why so long: every poll of a held lock pulls its cache line to the
+/// poller, and the holder must take it back to unlock (and to write its
+/// data, where they share the line): a round trip of 100–250 ns between
+/// two vCPUs of a KVM guest. Polling after every `PAUSE` (about 21 ns on
+/// that guest) took the line from the holder several times per critical
+/// section of `klock bench rwsem-rate`; polling about once a microsecond
+/// lets the holder run several short sections with the line in its cache,
+/// and the waiter still finds the lock free between two of them
+/// (`docs/locks/rwsem.md`, "The quick spin's gap").
+pub const QUICK_SPIN_GAP_NS: u64 = 1_000;
+
+/// The quick spin's gap after a poll that found the line still in our
+/// cache, in ns: nobody wrote it since our last look, so the holder is in
+/// a section that does not touch it, and polling costs it little. A long
+/// gap there would leave the lock idle after its release: with the long
+/// gap after every poll, `klock bench rwsem-dedicated` (1 µs sections)
+/// ran a fifth to a quarter slower at 2 and 16 threads.
+pub const QUICK_SPIN_SHORT_GAP_NS: u64 = 100;
+
+/// A poll that took this much longer than a clock reading fetched the
+/// line from another CPU (an L1 or L2 hit costs a few ns; a transfer
+/// between cores, 40 ns or more on the machines we know).
+const QUICK_SPIN_MISS_NS: u64 = 25;
+
+/// `PAUSE`s between two clock readings while the quick spin waits out a
+/// gap.
+const GAP_RELAX_CHUNK: u32 = 4;
+
+/// The rw-semaphore's and the queued rwlock's quick spin: `poll()` at
+/// once, then again after each gap ([`QUICK_SPIN_SHORT_GAP_NS`], or
+/// [`QUICK_SPIN_GAP_NS`] after a poll that fetched the line) until it
+/// returns `Some(took_the_lock)` or [`QUICK_SPIN_NS`] have passed
+/// (`false`). The gaps are times, not counts of `PAUSE`s, whose latency
+/// differs ten-fold between CPUs. Two polls under loom, with one relax (a
+/// yield that runs the owner) between them: enough to explore a poll that
+/// wins and one that gives up.
 #[inline]
 pub(crate) fn quick_poll(mut poll: impl FnMut() -> Option<bool>) -> bool {
-    let polls = if cfg!(loom) { 2 } else { QUICK_POLLS };
-    for n in 0..polls {
-        if n > 0 {
-            cpu_relax();
+    if let Some(took) = poll() {
+        return took;
+    }
+    if cfg!(loom) {
+        cpu_relax();
+        return poll().unwrap_or(false);
+    }
+    quick_poll_gaps(&mut poll)
+}
+
+/// [`quick_poll`] after its first poll: the timed polls.
+#[cold]
+#[inline(never)]
+fn quick_poll_gaps(poll: &mut dyn FnMut() -> Option<bool>) -> bool {
+    let miss = clock_read_ns() + QUICK_SPIN_MISS_NS;
+    let mut now = monotonic_ns();
+    let end = now.saturating_add(QUICK_SPIN_NS);
+    // The first poll came right after the fast path's failed attempt,
+    // which fetched the line: its cost says nothing about the holder.
+    let mut gap = QUICK_SPIN_SHORT_GAP_NS;
+    loop {
+        let next = now.saturating_add(gap);
+        if next > end {
+            return false;
         }
+        loop {
+            for _ in 0..GAP_RELAX_CHUNK {
+                cpu_relax();
+            }
+            if monotonic_ns() >= next {
+                break;
+            }
+        }
+        let before = monotonic_ns();
         if let Some(took) = poll() {
             return took;
         }
+        now = monotonic_ns();
+        gap = if now - before > miss {
+            QUICK_SPIN_GAP_NS
+        } else {
+            QUICK_SPIN_SHORT_GAP_NS
+        };
     }
-    false
+}
+
+/// What one clock reading ([`monotonic_ns`]) costs here, in ns: the least
+/// of a few back-to-back pairs, measured once.
+fn clock_read_ns() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    // A plain atomic, not a one-time cell: threads racing on the first
+    // call each measure, and any of their answers will do.
+    static COST: AtomicU64 = AtomicU64::new(u64::MAX);
+    let c = COST.load(Relaxed);
+    if c != u64::MAX {
+        return c;
+    }
+    let c = (0..16)
+        .map(|_| {
+            let t = monotonic_ns();
+            monotonic_ns() - t
+        })
+        .min()
+        .unwrap_or(0);
+    COST.store(c, Relaxed);
+    c
 }
 
 /// Whether spin iteration `n` should read the clock (and ask the oracle):
@@ -111,6 +205,52 @@ mod tests {
         let dt = t0.elapsed();
         assert!(dt >= Duration::from_millis(2), "{dt:?}");
         assert!(dt < Duration::from_secs(1), "{dt:?}");
+    }
+
+    #[test]
+    fn quick_poll_gives_up_after_its_time() {
+        let mut polls = 0u64;
+        let t0 = Instant::now();
+        assert!(!quick_poll(|| {
+            polls += 1;
+            None
+        }));
+        let dt = t0.elapsed();
+        // A poll of nothing costs no transfer: short gaps all along.
+        let most = 1 + QUICK_SPIN_NS / QUICK_SPIN_SHORT_GAP_NS;
+        assert!(polls > 1 && polls <= most, "{polls} polls");
+        let least = Duration::from_nanos(QUICK_SPIN_NS - QUICK_SPIN_SHORT_GAP_NS);
+        assert!(dt >= least, "{dt:?} < {least:?}");
+    }
+
+    #[test]
+    fn quick_poll_waits_long_after_a_costly_poll() {
+        // Each poll lasts longer than a transfer: the long gap follows it.
+        let mut polls = 0u64;
+        assert!(!quick_poll(|| {
+            polls += 1;
+            let t = monotonic_ns();
+            while monotonic_ns() - t < clock_read_ns() + 2 * QUICK_SPIN_MISS_NS {}
+            None
+        }));
+        let most = 2 + QUICK_SPIN_NS / QUICK_SPIN_GAP_NS;
+        assert!(polls <= most, "{polls} polls, at most {most} expected");
+    }
+
+    #[test]
+    fn quick_poll_stops_at_the_first_answer() {
+        let mut polls = 0;
+        assert!(quick_poll(|| {
+            polls += 1;
+            (polls == 2).then_some(true)
+        }));
+        assert_eq!(polls, 2);
+        polls = 0;
+        assert!(!quick_poll(|| {
+            polls += 1;
+            Some(false)
+        }));
+        assert_eq!(polls, 1);
     }
 
     #[test]

@@ -190,9 +190,11 @@
 //! # Slow paths
 //!
 //! *Read*: note the owner word (reader hint, `RD_NONSPINNABLE`). If reader
-//! spinning is on for this lock and the bit is clear: poll the count a
-//! few times (the quick spin, unless a hand-off is pending: most write sections
-//! end within it), then spin (OSQ) while a running writer holds it, take
+//! spinning is on for this lock and the bit is clear: poll the count for
+//! a few microseconds, spaced so as not to take the line from a holder in
+//! every short section (the quick spin, [`crate::spin::QUICK_SPIN_NS`];
+//! unless a hand-off is pending: most write sections end within it), then
+//! spin (OSQ) while a running writer holds it, take
 //! it when it turns reader-owned or free; after taking it, grant the
 //! queued readers at the front so they join this read phase. If spinning
 //! failed: **phase-fair join** — if another reader took the lock since we
