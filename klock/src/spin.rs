@@ -19,7 +19,7 @@ pub const QUICK_SPIN_NS: u64 = 3_000;
 
 /// The quick spin's gap after a poll that had to fetch the lock's cache
 /// line, in ns: somebody wrote the line since our last look, so the holder
-/// is running short critical sections on it.
+/// (or other lockers) keep writing it: short critical sections.
 ///
 /// Why so long: every poll of a held lock pulls its cache line to the
 /// poller, and the holder must take it back to unlock (and to write its
@@ -37,12 +37,13 @@ pub const QUICK_SPIN_GAP_NS: u64 = 1_000;
 /// a section that does not touch it, and polling costs it little. A long
 /// gap there would leave the lock idle after its release: with the long
 /// gap after every poll, `klock bench rwsem-dedicated` (1 µs sections)
-/// ran a fifth to a quarter slower at 2 and 16 threads.
+/// ran about a quarter slower at 2 and 16 threads.
 pub const QUICK_SPIN_SHORT_GAP_NS: u64 = 100;
 
 /// A poll that took this much longer than a clock reading fetched the
-/// line from another CPU (an L1 or L2 hit costs a few ns; a transfer
-/// between cores, 40 ns or more on the machines we know).
+/// line from another CPU: a cache hit costs a few ns, a transfer a good
+/// part of the cache-line round trip between two CPUs (which
+/// `klock bench` prints: 71–421 ns on the 2-vCPU guest).
 const QUICK_SPIN_MISS_NS: u64 = 25;
 
 /// `PAUSE`s between two clock readings while the quick spin waits out a
