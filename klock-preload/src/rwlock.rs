@@ -7,10 +7,10 @@
 //! byte 48, past the rw-semaphore's end (asserted below):
 //! `PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP` puts 2 there, and
 //! nothing reads it. The preference itself needs no storage: the
-//! rw-semaphore is always writer fair (a reader queues behind a waiting writer), which is what
-//! `PREFER_WRITER_NONRECURSIVE` asks for, unless the process turns on
-//! `KLOCK_RWSEM_READER_PASS` (off by default), which lets readers pass
-//! waiting writers.
+//! rw-semaphore is always writer fair (a reader queues behind a waiting
+//! writer), which is what `PREFER_WRITER_NONRECURSIVE` asks for, unless
+//! the process turns on `KLOCK_RWSEM_READER_PASS` (off by default), which
+//! lets readers pass waiting writers.
 //!
 //! POSIX lets a thread read-lock a rwlock it already read-holds, and with
 //! glibc's default (reader preference) that never waits. Behind a queued

@@ -44,9 +44,9 @@
 //! sections end within the polls. The polls are spaced: a poll that had
 //! to fetch the line from the holder is followed by a long gap
 //! ([`crate::spin::QUICK_SPIN_GAP_NS`]), so that the holder is not robbed
-//! of its line in every short critical section. The kernel queues at once; in userspace
-//! the queue's RMWs on the word's cache line cost as much as a short
-//! critical section. A queued locker is never passed: its `wait_lock`
+//! of its line in every short critical section. The kernel queues at
+//! once; in userspace the queue's RMWs on the word's cache line cost as
+//! much as a short critical section. A queued locker is never passed: its `wait_lock`
 //! ends the polls.
 //!
 //! # Waiting without spinning behind a preempted thread
@@ -453,9 +453,9 @@ impl RawQRwLock {
     /// [`crate::spin`]) before queueing on `wait_lock`, while nobody is
     /// queued (`wait_lock` free, `WAITING` clear): most contended
     /// critical sections end within them, and the lock is then taken with
-    /// one RMW, the fast path's, without the queue. A queued
-    /// locker is never passed (its `wait_lock` stops the polls), so the
-    /// order of the queue stays FIFO. A reader must come here with its
+    /// one RMW, the fast path's, without the queue. A queued locker is
+    /// never passed (its `wait_lock` stops the polls), so the order of
+    /// the queue stays FIFO. A reader must come here with its
     /// fast-path bias backed out. With one reader and one writer on two
     /// CPUs and tiny critical sections (`klock bench rwsem-rate --locks
     /// qrwlock`, 2 threads) the lock went from 3,286–5,664 to 5,026–7,423

@@ -23,8 +23,8 @@ pub const QUICK_SPIN_NS: u64 = 3_000;
 ///
 /// Why so long: every poll of a held lock pulls its cache line to the
 /// poller, and the holder must take it back to unlock (and to write its
-/// data, where they share the line): a round trip of 100–250 ns between
-/// two vCPUs of a KVM guest. Polling after every `PAUSE` (about 21 ns on
+/// data, where they share the line): a round trip of 71–421 ns between
+/// the two vCPUs of a KVM guest, as `klock bench` measured it. Polling after every `PAUSE` (about 21 ns on
 /// that guest) took the line from the holder several times per critical
 /// section of `klock bench rwsem-rate`; polling about once a microsecond
 /// lets the holder run several short sections with the line in its cache,
@@ -42,9 +42,13 @@ pub const QUICK_SPIN_SHORT_GAP_NS: u64 = 100;
 
 /// A poll that took this much longer than a clock reading fetched the
 /// line from another CPU: a cache hit costs a few ns, a transfer a good
-/// part of the cache-line round trip between two CPUs (which
-/// `klock bench` prints: 71–421 ns on the 2-vCPU guest).
+/// part of the cache-line round trip between two CPUs (see
+/// [`QUICK_SPIN_GAP_NS`]).
 const QUICK_SPIN_MISS_NS: u64 = 25;
+
+// The short gap is the shorter, and the long one fits in the quick spin.
+const _: () =
+    assert!(QUICK_SPIN_SHORT_GAP_NS < QUICK_SPIN_GAP_NS && QUICK_SPIN_GAP_NS < QUICK_SPIN_NS);
 
 /// `PAUSE`s between two clock readings while the quick spin waits out a
 /// gap.
@@ -85,24 +89,33 @@ fn quick_poll_gaps(poll: &mut dyn FnMut() -> Option<bool>) -> bool {
         if next > end {
             return false;
         }
-        loop {
+        // The gap's last clock reading also starts the poll's timing.
+        let before = loop {
             for _ in 0..GAP_RELAX_CHUNK {
                 cpu_relax();
             }
-            if monotonic_ns() >= next {
-                break;
+            let t = monotonic_ns();
+            if t >= next {
+                break t;
             }
-        }
-        let before = monotonic_ns();
+        };
         if let Some(took) = poll() {
             return took;
         }
         now = monotonic_ns();
-        gap = if now - before > miss {
-            QUICK_SPIN_GAP_NS
-        } else {
-            QUICK_SPIN_SHORT_GAP_NS
-        };
+        gap = gap_after(now - before, miss);
+    }
+}
+
+/// The quick spin's gap after a poll that took `cost` ns between two
+/// clock readings: the long one if that is more than `miss` (a clock
+/// reading plus [`QUICK_SPIN_MISS_NS`]: the poll fetched the line).
+#[inline]
+fn gap_after(cost: u64, miss: u64) -> u64 {
+    if cost > miss {
+        QUICK_SPIN_GAP_NS
+    } else {
+        QUICK_SPIN_SHORT_GAP_NS
     }
 }
 
@@ -217,7 +230,8 @@ mod tests {
             None
         }));
         let dt = t0.elapsed();
-        // A poll of nothing costs no transfer: short gaps all along.
+        // At most one poll per short gap (fewer where a preemption made
+        // a poll look costly).
         let most = 1 + QUICK_SPIN_NS / QUICK_SPIN_SHORT_GAP_NS;
         assert!(polls > 1 && polls <= most, "{polls} polls");
         let least = Duration::from_nanos(QUICK_SPIN_NS - QUICK_SPIN_SHORT_GAP_NS);
@@ -236,6 +250,15 @@ mod tests {
         }));
         let most = 2 + QUICK_SPIN_NS / QUICK_SPIN_GAP_NS;
         assert!(polls <= most, "{polls} polls, at most {most} expected");
+    }
+
+    #[test]
+    fn a_poll_that_fetched_the_line_gets_the_long_gap() {
+        let clock = clock_read_ns();
+        let miss = clock + QUICK_SPIN_MISS_NS;
+        assert_eq!(gap_after(clock, miss), QUICK_SPIN_SHORT_GAP_NS);
+        assert_eq!(gap_after(miss, miss), QUICK_SPIN_SHORT_GAP_NS);
+        assert_eq!(gap_after(miss + 1, miss), QUICK_SPIN_GAP_NS);
     }
 
     #[test]

@@ -194,8 +194,8 @@
 //! a few microseconds, spaced so as not to take the line from a holder in
 //! every short section (the quick spin, [`crate::spin::QUICK_SPIN_NS`];
 //! unless a hand-off is pending: most write sections end within it), then
-//! spin (OSQ) while a running writer holds it, take
-//! it when it turns reader-owned or free; after taking it, grant the
+//! spin (OSQ) while a running writer holds it, take it when it turns
+//! reader-owned or free; after taking it, grant the
 //! queued readers at the front so they join this read phase. If spinning
 //! failed: **phase-fair join** — if another reader took the lock since we
 //! arrived (the reader hint changed) and it is still reader-owned, probe
