@@ -35,7 +35,8 @@ struct RunArgs {
     /// The preload library (default: KLOCK_PRELOAD, else libklock_preload.so beside klock).
     #[arg(long, value_name = "PATH")]
     preload: Option<PathBuf>,
-    /// Print the lock profile when the program exits (KLOCK_STAT=1): per lock, sorted by total wait.
+    /// Print the lock profile when the program exits (KLOCK_STAT=1): per lock, sorted by total
+    /// wait; one exclusive hold in 8 is timed (KLOCK_STAT_HOLDS=N: one in N, 1 for all).
     #[arg(long)]
     stat: bool,
     /// Run the program N times with glibc's locks and N times with klock's, alternating, and

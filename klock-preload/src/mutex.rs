@@ -330,7 +330,7 @@ pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int
         }
         if r.try_lock_as(tid) {
             if stat::on() {
-                stat::acquired(m as usize, Kind::Mutex, None, true);
+                stat::acquired(m as usize, Kind::Mutex, true);
             }
             0
         } else {
@@ -356,7 +356,7 @@ fn timedlock(r: &RawMutexCompact, clock: libc::clockid_t, ts: *const timespec) -
     let got = if left.is_zero() {
         let got = r.try_lock_as(tid);
         if got && stat::on() {
-            stat::acquired(addr, Kind::Mutex, None, true);
+            stat::acquired(addr, Kind::Mutex, true);
         }
         got
     } else {
@@ -481,7 +481,12 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
             _ => {
                 // Normal and adaptive: the holder's unlock is one RMW;
                 // another thread's releases it all the same, as glibc
-                // does.
+                // does. The ownership test loads the word first. A CAS
+                // from "ours, no flag" instead (no load; a second RMW when
+                // a waiter's flag is set) was faster alone, 20-22 against
+                // 24-27 ns a pair in bench/uncontended.c, but slower
+                // contended, 16-18 against 20-24 M ops/s in
+                // bench/contend.c at 4 and 8 threads on 2 CPUs.
                 if stat::on() {
                     stat::releasing_exclusive(m as usize, Kind::Mutex);
                 }

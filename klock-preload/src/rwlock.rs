@@ -287,7 +287,7 @@ pub unsafe extern "C" fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c
                 || {
                     let got = r.raw_try_lock_shared().is_some();
                     if got && stat::on() {
-                        stat::acquired(addr_of(r), Kind::RwLock, None, false);
+                        stat::acquired(addr_of(r), Kind::RwLock, false);
                     }
                     got
                 },
@@ -311,7 +311,7 @@ fn timedrd(r: &RawRwSem, clock: libc::clockid_t, ts: *const timespec) -> c_int {
             if left.is_zero() {
                 let got = r.raw_try_lock_shared().is_some();
                 if got && stat::on() {
-                    stat::acquired(addr_of(r), Kind::RwLock, None, false);
+                    stat::acquired(addr_of(r), Kind::RwLock, false);
                 }
                 got
             } else if stat::on() {
@@ -337,7 +337,7 @@ fn timedwr(r: &RawRwSem, clock: libc::clockid_t, ts: *const timespec) -> c_int {
     let got = if left.is_zero() {
         let got = r.raw_try_lock_exclusive().is_some();
         if got && stat::on() {
-            stat::acquired(addr_of(r), Kind::RwLock, None, true);
+            stat::acquired(addr_of(r), Kind::RwLock, true);
         }
         got
     } else if stat::on() {
@@ -432,7 +432,7 @@ pub unsafe extern "C" fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) -> c
         with(l, |r| match r.raw_try_lock_exclusive() {
             Some(_) => {
                 if stat::on() {
-                    stat::acquired(addr_of(r), Kind::RwLock, None, true);
+                    stat::acquired(addr_of(r), Kind::RwLock, true);
                 }
                 0
             }

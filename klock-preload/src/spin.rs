@@ -177,7 +177,7 @@ pub unsafe extern "C" fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_i
                 } else {
                     let got = q.raw_try_lock();
                     if got && stat::on() {
-                        stat::acquired(l as usize, Kind::Spin, None, true);
+                        stat::acquired(l as usize, Kind::Spin, true);
                     }
                     got
                 };

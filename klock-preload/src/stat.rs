@@ -20,6 +20,16 @@
 //! 2–3 times as costly), converted to ns at exit. Holds are timed for
 //! exclusive holds only (mutexes, spinlocks, write locks): readers hold a
 //! lock together and would need a start time each.
+//!
+//! Even the TSC is not free: a read cost about 18 ns on a 2-vCPU Intel
+//! guest, and timing every hold takes two reads, both inside the critical
+//! section, where they lengthen the hold that other threads wait for. So
+//! one exclusive hold in [`DEFAULT_HOLD_SAMPLE`] is timed
+//! (`KLOCK_STAT_HOLDS=N`, a power of two up to 1024; 1 times every hold),
+//! chosen by the lock's own acquisition count (see [`timed_hold`]).
+//! Acquisitions, owner changes and contended waits are counted every time;
+//! a contended acquisition's wait is timed with the TSC reads around its
+//! wait, outside the critical section.
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
@@ -31,6 +41,11 @@ use std::sync::OnceLock;
 pub const CAPACITY: usize = 1 << 14;
 /// Rows printed (`KLOCK_STAT_TOP` overrides).
 const DEFAULT_TOP: usize = 16;
+/// One exclusive hold in this many is timed (`KLOCK_STAT_HOLDS`
+/// overrides).
+pub const DEFAULT_HOLD_SAMPLE: u32 = 8;
+/// The largest `KLOCK_STAT_HOLDS`.
+const MAX_HOLD_SAMPLE: u32 = 1024;
 
 /// Which kind of lock a row counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +79,8 @@ struct Row {
     addr: AtomicUsize,
     locked: AtomicU64,
     changed: AtomicU64,
-    /// Start of the current exclusive hold (clock units).
+    /// Start of the current exclusive hold (clock units); 0 when it is not
+    /// timed (see [`timed_hold`]).
     hold_start: AtomicU64,
     holds: AtomicU64,
     hold_total: AtomicU64,
@@ -125,6 +141,11 @@ struct Table {
 
 /// On: `KLOCK_STAT` set (and not `0`) when the library was loaded.
 static ON: AtomicBool = AtomicBool::new(false);
+/// log2 of the hold sample (`KLOCK_STAT_HOLDS`): 0 times every hold.
+/// Relaxed: set at load, before the program's threads exist.
+static HOLD_SHIFT: AtomicU8 = AtomicU8::new(DEFAULT_HOLD_SAMPLE.trailing_zeros() as u8);
+/// Rows printed (`KLOCK_STAT_TOP`), read at load.
+static TOP: AtomicUsize = AtomicUsize::new(DEFAULT_TOP);
 /// Timestamps from the TSC (else `clock_gettime`); set at load.
 static TSC: AtomicBool = AtomicBool::new(false);
 
@@ -146,14 +167,81 @@ pub fn on() -> bool {
     ON.load(Relaxed)
 }
 
-/// Read `KLOCK_STAT` once, at load (from the library's constructor).
+/// Read `KLOCK_STAT`, `KLOCK_STAT_HOLDS` and `KLOCK_STAT_TOP` once, at
+/// load (from the library's constructor). A value that does not parse
+/// ends the program with a message and status 2 before `main`, as a bad
+/// `KLOCK_LOCK_MAP` does: a profile other than the one asked for would
+/// mislead.
 pub(crate) fn init_from_env() {
     let want = std::env::var_os("KLOCK_STAT").is_some_and(|v| !v.is_empty() && v != "0");
-    if want {
-        TSC.store(tsc_usable(), Relaxed);
-        let _ = table();
-        ON.store(true, Relaxed);
+    if !want {
+        return;
     }
+    let settings = (
+        env_setting("KLOCK_STAT_HOLDS", parse_hold_sample),
+        env_setting("KLOCK_STAT_TOP", parse_top),
+    );
+    match settings {
+        (Ok(holds), Ok(top)) => {
+            if let Some(n) = holds {
+                HOLD_SHIFT.store(n.trailing_zeros() as u8, Relaxed);
+            }
+            if let Some(n) = top {
+                TOP.store(n, Relaxed);
+            }
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("klock: {e}");
+            // SAFETY: ends the process; nothing of the program ran yet.
+            unsafe { libc::_exit(2) }
+        }
+    }
+    TSC.store(tsc_usable(), Relaxed);
+    let _ = table();
+    ON.store(true, Relaxed);
+}
+
+/// The variable `name` parsed by `parse`: `Ok(None)` when unset, an
+/// error that names the variable when it does not parse.
+fn env_setting<T>(name: &str, parse: fn(&str) -> Result<T, String>) -> Result<Option<T>, String> {
+    match std::env::var_os(name) {
+        None => Ok(None),
+        Some(v) => parse(v.to_string_lossy().trim())
+            .map(Some)
+            .map_err(|e| format!("{name}={}: {e}", v.to_string_lossy())),
+    }
+}
+
+/// `KLOCK_STAT_HOLDS`: time one exclusive hold in N, N a power of two
+/// from 1 (every hold) to [`MAX_HOLD_SAMPLE`].
+fn parse_hold_sample(v: &str) -> Result<u32, String> {
+    match v.parse::<u32>() {
+        Ok(n) if n.is_power_of_two() && n <= MAX_HOLD_SAMPLE => Ok(n),
+        _ => Err(format!(
+            "want a power of two from 1 (time every hold) to {MAX_HOLD_SAMPLE}"
+        )),
+    }
+}
+
+/// `KLOCK_STAT_TOP`: rows printed, at least 1.
+fn parse_top(v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err("want a number of rows, 1 or more".into()),
+    }
+}
+
+/// Whether the exclusive hold that begins with a lock's `count`-th
+/// acquisition is timed: one in 2^`HOLD_SHIFT`. The count is the lock's
+/// own (its row's `locked`), hashed (Fibonacci hashing: the fractional
+/// parts of `count` times the golden ratio spread evenly, and the gaps
+/// between timed holds take a few sizes around the sample rather than
+/// one), so a program whose holds alternate with a short period is
+/// still sampled across all of them.
+#[inline]
+fn timed_hold(count: u64) -> bool {
+    let shift = u32::from(HOLD_SHIFT.load(Relaxed));
+    shift == 0 || count.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - shift) == 0
 }
 
 /// Whether the TSC can time waits and holds: the kernel's clock is the
@@ -257,13 +345,14 @@ pub fn lock_exclusive(
     lock: impl FnOnce() -> bool,
 ) -> bool {
     if try_lock() {
-        acquired(addr, kind, None, true);
+        count(addr, kind, None, true);
         return true;
     }
     let t = now();
     let got = lock();
     if got {
-        acquired(addr, kind, Some(now().saturating_sub(t)), true);
+        let end = now();
+        count(addr, kind, Some((end.saturating_sub(t), end)), true);
     }
     got
 }
@@ -276,28 +365,41 @@ pub fn lock_shared(
     lock: impl FnOnce() -> bool,
 ) -> bool {
     if try_lock() {
-        acquired(addr, Kind::RwLock, None, false);
+        count(addr, Kind::RwLock, None, false);
         return true;
     }
     let t = now();
     let got = lock();
     if got {
-        acquired(addr, Kind::RwLock, Some(now().saturating_sub(t)), false);
+        let end = now();
+        count(
+            addr,
+            Kind::RwLock,
+            Some((end.saturating_sub(t), end)),
+            false,
+        );
     }
     got
 }
 
-/// Count an acquisition that already happened (`wait`: `None` if it was
-/// not contended, else how long it waited, in clock units).
-pub fn acquired(addr: usize, kind: Kind, wait: Option<u64>, exclusive: bool) {
+/// Count an acquisition that did not wait (a trylock that succeeded).
+pub fn acquired(addr: usize, kind: Kind, exclusive: bool) {
+    count(addr, kind, None, exclusive);
+}
+
+/// Count an acquisition that already happened. `wait`: `None` if it was
+/// not contended, else how long it waited and when it got the lock (clock
+/// units; the second is the start of its hold, if that is timed).
+fn count(addr: usize, kind: Kind, wait: Option<(u64, u64)>, exclusive: bool) {
     let Some(r) = row(addr, kind) else { return };
     let me = crate::me();
     if exclusive {
         // We hold the lock alone: plain updates (see `Row`).
         let add = |c: &AtomicU64, v: u64| c.store(c.load(Relaxed).wrapping_add(v), Relaxed);
-        add(&r.locked, 1);
+        let n = r.locked.load(Relaxed).wrapping_add(1);
+        r.locked.store(n, Relaxed);
         let moved = r.last.load(Relaxed) != me;
-        if let Some(w) = wait {
+        if let Some((w, _)) = wait {
             add(&r.contended, 1);
             add(&r.wait_total, w);
             if w > r.wait_max.load(Relaxed) {
@@ -315,7 +417,12 @@ pub fn acquired(addr: usize, kind: Kind, wait: Option<u64>, exclusive: bool) {
             r.last.store(me, Relaxed);
             add(&r.changed, 1);
         }
-        r.hold_start.store(now(), Relaxed);
+        if timed_hold(n) {
+            // A contended acquisition's hold starts when its wait ended.
+            let start = wait.map_or_else(now, |(_, end)| end);
+            // 0 means "not timed" to the release.
+            r.hold_start.store(start.max(1), Relaxed);
+        }
         return;
     }
     r.locked.fetch_add(1, Relaxed);
@@ -323,7 +430,7 @@ pub fn acquired(addr: usize, kind: Kind, wait: Option<u64>, exclusive: bool) {
     if moved {
         r.changed.fetch_add(1, Relaxed);
     }
-    if let Some(w) = wait {
+    if let Some((w, _)) = wait {
         r.contended.fetch_add(1, Relaxed);
         r.wait_total.fetch_add(w, Relaxed);
         r.wait_max.fetch_max(w, Relaxed);
@@ -418,10 +525,8 @@ pub(crate) fn report() {
             .then(b.contended.cmp(&a.contended))
             .then(b.locked.cmp(&a.locked))
     });
-    let top = std::env::var("KLOCK_STAT_TOP")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_TOP);
+    let top = TOP.load(Relaxed);
+    let sample = 1u64 << HOLD_SHIFT.load(Relaxed);
     let mut out = String::new();
     let contended = lines.iter().filter(|l| l.contended > 0).count();
     let prog = std::env::args_os()
@@ -430,10 +535,18 @@ pub(crate) fn report() {
         .unwrap_or_default();
     out.push_str(&format!(
         "\nklock: lock profile of {prog} (pid {}): {} locks used, {} contended; \
-         sorted by total wait; wait times in ms and us, holds (exclusive only) in us\n",
+         sorted by total wait; wait times in ms and us, holds (exclusive only) in us, {}\n",
         std::process::id(),
         lines.len(),
         contended,
+        {
+            let timed: u64 = lines.iter().map(|l| l.holds).sum();
+            if sample == 1 {
+                format!("every hold timed ({timed})")
+            } else {
+                format!("1 hold in {sample} timed ({timed})")
+            }
+        },
     ));
     out.push_str(&format!(
         "{:>4} {:<6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10}  {}\n",
@@ -475,7 +588,7 @@ pub(crate) fn report() {
             describe(l.site)
         ));
     }
-    out.push_str(&kernel_layout(&lines[..lines.len().min(top)]));
+    out.push_str(&kernel_layout(&lines[..lines.len().min(top)], sample));
     let untracked = t.untracked.load(Relaxed);
     if untracked > 0 {
         out.push_str(&format!(
@@ -494,8 +607,10 @@ pub(crate) fn report() {
 /// The same locks in the kernel's `/proc/lock_stat` layout (the one `klock
 /// stat` prints for Rust programs), each named by its type and its rank in
 /// the table above. A lock's read and write acquisitions are counted
-/// together, on one line; hold times are those of exclusive holds.
-fn kernel_layout(lines: &[Line]) -> String {
+/// together, on one line; hold times are those of exclusive holds, the
+/// total estimated from the timed ones (`sample`: one hold in that many
+/// was timed).
+fn kernel_layout(lines: &[Line], sample: u64) -> String {
     use klock::lockstat::{ClassStats, Report, SideStats};
     let ns = |v: f64| v.round() as u64;
     let classes = lines
@@ -514,7 +629,7 @@ fn kernel_layout(lines: &[Line]) -> String {
                 wait_total_ns: ns(l.wait_total),
                 hold_min_ns: ns(l.hold_min),
                 hold_max_ns: ns(l.hold_max),
-                hold_total_ns: ns(l.hold_total),
+                hold_total_ns: ns(l.hold_total * sample as f64),
             },
             read: SideStats::default(),
             sites: Vec::new(),

@@ -101,3 +101,74 @@ fn no_profile_unless_asked() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains("lock profile"), "{err}");
 }
+
+/// The header's count of timed holds: "... timed (N)".
+fn timed_holds(err: &str) -> u64 {
+    let header = err
+        .lines()
+        .find(|l| l.starts_with("klock: lock profile of"))
+        .unwrap_or_else(|| panic!("no profile header: {err}"));
+    let open = header.rfind('(').expect("a count in the header");
+    header[open + 1..header.len() - 1]
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}: {header}"))
+}
+
+/// Exclusive acquisitions of the C program: the hot mutex every
+/// iteration, the spinlock every 16th, the cold mutex once per thread.
+const EXCLUSIVE: u64 = THREADS * ITERATIONS + THREADS * ITERATIONS.div_ceil(16) + THREADS;
+
+#[test]
+fn one_hold_in_eight_is_timed_unless_asked() {
+    let so = common::build_preload();
+    let prog = compile();
+    let o = run(&prog, &so, true);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    assert!(err.contains("1 hold in 8 timed"), "{err}");
+    // The timed holds are chosen per lock by its acquisition count, spread
+    // evenly: an eighth of each lock's, within a few.
+    let timed = timed_holds(&err);
+    assert!(
+        timed.abs_diff(EXCLUSIVE / 8) <= 8,
+        "{timed} of {EXCLUSIVE}: {err}"
+    );
+
+    let o = Command::new(&prog)
+        .arg(ITERATIONS.to_string())
+        .env("LD_PRELOAD", &so)
+        .env("KLOCK_STAT", "1")
+        .env("KLOCK_STAT_HOLDS", "1")
+        .output()
+        .expect("run the profile test");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    assert!(err.contains("every hold timed"), "{err}");
+    assert_eq!(timed_holds(&err), EXCLUSIVE, "{err}");
+}
+
+#[test]
+fn a_bad_profile_setting_is_an_error() {
+    let so = common::build_preload();
+    let prog = compile();
+    for (var, value, says) in [
+        ("KLOCK_STAT_HOLDS", "3", "power of two"),
+        ("KLOCK_STAT_HOLDS", "2048", "power of two"),
+        ("KLOCK_STAT_HOLDS", "x", "power of two"),
+        ("KLOCK_STAT_TOP", "0", "number of rows"),
+    ] {
+        let o = Command::new(&prog)
+            .arg("10")
+            .env("LD_PRELOAD", &so)
+            .env("KLOCK_STAT", "1")
+            .env(var, value)
+            .output()
+            .expect("run the profile test");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{var}={value}: {err}");
+        assert!(err.contains(&format!("klock: {var}={value}: ")), "{err}");
+        assert!(err.contains(says), "{err}");
+        // The program did not run.
+        assert!(o.stdout.is_empty(), "{var}={value}");
+    }
+}
