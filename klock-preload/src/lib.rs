@@ -28,7 +28,9 @@
 #![allow(non_camel_case_types)]
 
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed,
+};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 mod cond;
@@ -160,6 +162,33 @@ extern "C" fn register_atfork() {
     // library is never unloaded while preloaded).
     unsafe { libc::pthread_atfork(Some(before_fork), None, Some(after_fork_in_child)) };
     check_tcb_tid();
+    find_single_threaded();
+}
+
+/// glibc's `__libc_single_threaded` (glibc 2.32 and later): nonzero while
+/// the process has one thread; glibc clears it when the first thread is
+/// created, and sets it in a forked child. Found at load; null without it
+/// (another C library, an older glibc), and then [`single_threaded`] is
+/// always false.
+static SINGLE_THREADED: AtomicPtr<AtomicU8> = AtomicPtr::new(core::ptr::null_mut());
+
+fn find_single_threaded() {
+    // SAFETY: a NUL-terminated name.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__libc_single_threaded".as_ptr()) };
+    // Relaxed: set before the program's main.
+    SINGLE_THREADED.store(p.cast(), Relaxed);
+}
+
+/// Whether the process has one thread, as glibc says: its own mutex then
+/// locks and unlocks without atomic instructions, and so does the mutex
+/// here (`RawMutexCompact::try_lock_single_threaded_as`). Relaxed: glibc
+/// clears the flag in `pthread_create`, in the one thread there is,
+/// before the new thread exists.
+#[inline(always)]
+fn single_threaded() -> bool {
+    let p = SINGLE_THREADED.load(Relaxed);
+    // SAFETY: glibc's flag, a byte that lives as long as the process.
+    !p.is_null() && unsafe { (*p).load(Relaxed) } != 0
 }
 
 /// Runs [`register_atfork`] when the dynamic linker initialises the

@@ -267,7 +267,11 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
                                 true
                             },
                         );
-                    } else {
+                    } else if !(crate::single_threaded()
+                        // SAFETY: with one thread in the process nobody
+                        // else touches it.
+                        && unsafe { r.try_lock_single_threaded_as(tid) })
+                    {
                         r.lock_as(tid);
                     }
                     0
@@ -300,7 +304,10 @@ fn lock(addr: usize, r: &RawMutexCompact) {
             },
         );
     } else {
-        r.lock_as(tid);
+        // SAFETY: with one thread in the process nobody else touches it.
+        if !(crate::single_threaded() && unsafe { r.try_lock_single_threaded_as(tid) }) {
+            r.lock_as(tid);
+        }
     }
 }
 
@@ -473,8 +480,12 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
                     if stat::on() {
                         stat::releasing_exclusive(m as usize, Kind::Mutex);
                     }
-                    // SAFETY: we hold it.
-                    unsafe { r.unlock_as(tid) };
+                    // SAFETY: with one thread in the process nobody else
+                    // touches it.
+                    if !(crate::single_threaded() && unsafe { r.unlock_single_threaded_as(tid) }) {
+                        // SAFETY: we hold it.
+                        unsafe { r.unlock_as(tid) };
+                    }
                     0
                 }
             }
@@ -491,6 +502,11 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
                     stat::releasing_exclusive(m as usize, Kind::Mutex);
                 }
                 let tid = crate::me();
+                // SAFETY: with one thread in the process nobody else
+                // touches it.
+                if crate::single_threaded() && unsafe { r.unlock_single_threaded_as(tid) } {
+                    return 0;
+                }
                 if r.held_by(tid) {
                     // SAFETY: we hold it.
                     unsafe { r.unlock_as(tid) };

@@ -60,6 +60,61 @@ static void probe(void) {
   CHECK(w == 0);
 }
 
+/* ---- locks taken while the process has one thread --------------------- */
+
+/* While glibc says the process has one thread, klock, like glibc, takes
+ * and releases a mutex with plain loads and stores. A mutex taken so and
+ * then wanted by threads created while it is held must wake them when it
+ * is released. Runs first, before any thread exists. */
+static pthread_mutex_t st_mutexes[3] = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP,
+    PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP};
+static volatile int st_got;
+
+static void *st_locker(void *arg) {
+  pthread_mutex_t *m = arg;
+  CHECK_RC(pthread_mutex_lock(m), 0);
+  st_got++;
+  CHECK_RC(pthread_mutex_unlock(m), 0);
+  return NULL;
+}
+
+static void single_threaded(void) {
+  uint32_t w;
+  for (int i = 0; i < 3; i++) {
+    pthread_mutex_t *m = &st_mutexes[i];
+    CHECK_RC(pthread_mutex_lock(m), 0);
+    memcpy(&w, m, sizeof w);
+    CHECK(w == (uint32_t)tid() << 4);
+    CHECK_RC(pthread_mutex_unlock(m), 0);
+    memcpy(&w, m, sizeof w);
+    CHECK(w == 0);
+    CHECK_RC(pthread_mutex_lock(m), 0);
+  }
+  /* A recursive mutex's second hold, taken with one thread too. */
+  CHECK_RC(pthread_mutex_lock(&st_mutexes[1]), 0);
+  pthread_t t[3];
+  for (int i = 0; i < 3; i++)
+    CHECK_RC(pthread_create(&t[i], NULL, st_locker, &st_mutexes[i]), 0);
+  /* Let them queue and sleep behind the holds. */
+  struct timespec nap = {0, 50 * 1000 * 1000};
+  nanosleep(&nap, NULL);
+  CHECK(st_got == 0);
+  CHECK_RC(pthread_mutex_unlock(&st_mutexes[1]), 0);
+  for (int i = 0; i < 3; i++)
+    CHECK_RC(pthread_mutex_unlock(&st_mutexes[i]), 0);
+  for (int i = 0; i < 3; i++)
+    CHECK_RC(pthread_join(t[i], NULL), 0);
+  CHECK(st_got == 3);
+  for (int i = 0; i < 3; i++) {
+    /* No owner, no flag (the bits above are the adaptive spin test's
+     * mark and the fork generation). */
+    memcpy(&w, &st_mutexes[i], sizeof w);
+    CHECK((w & 0x3ffffff) == 0);
+  }
+  CHECK_RC(pthread_mutex_unlock(&st_mutexes[2]), EPERM);
+}
+
 /* ---- exclusion under 16 threads --------------------------------------- */
 
 static pthread_mutex_t s_normal = PTHREAD_MUTEX_INITIALIZER;
@@ -540,6 +595,7 @@ static void cancellation(void) {
 
 int main(void) {
   probe();
+  single_threaded();
   exclusion();
   mutex_kinds();
   rwlocks();

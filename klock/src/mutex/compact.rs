@@ -322,6 +322,47 @@ impl RawMutexCompact {
         }
     }
 
+    /// Take the lock if it is free with a plain load and store instead of
+    /// an atomic read-modify-write, as glibc's own mutex does while its
+    /// process has one thread: `(0, 0) -> (me, 0)`; `false`, nothing
+    /// changed, for any other word (held, or flags left by a fork). About
+    /// a third of the cost of the CAS on a 2-vCPU Intel guest.
+    ///
+    /// # Safety
+    /// No other thread can touch the lock meanwhile: the process has one
+    /// thread (signal handlers do not take locks, which is not
+    /// async-signal-safe), and a thread created later is created after
+    /// this store (thread creation orders it before the new thread's
+    /// first access). `tid` is the caller's.
+    #[inline]
+    pub unsafe fn try_lock_single_threaded_as(&self, tid: u32) -> bool {
+        // Relaxed: no other thread exists to order anything with.
+        let free = self.owner.load(Relaxed) == 0;
+        if free {
+            self.owner.store(tid << C_OWNER_SHIFT, Relaxed);
+        }
+        free
+    }
+
+    /// Release the lock as [`try_lock_single_threaded_as`] took it, if the
+    /// word is exactly `(me, 0)`: `(me, 0) -> (0, 0)`; `false`, nothing
+    /// changed, for any other word (the caller then takes the usual
+    /// path).
+    ///
+    /// # Safety
+    /// As for [`try_lock_single_threaded_as`].
+    ///
+    /// [`try_lock_single_threaded_as`]: Self::try_lock_single_threaded_as
+    #[inline]
+    pub unsafe fn unlock_single_threaded_as(&self, tid: u32) -> bool {
+        // Relaxed: as in try_lock_single_threaded_as.
+        let mine = self.owner.load(Relaxed) == tid << C_OWNER_SHIFT;
+        if mine {
+            self.owner.store(0, Relaxed);
+        }
+        mine
+    }
+
     /// Release the lock whoever holds it (POSIX leaves an unlock by a
     /// non-owner of a normal mutex undefined; glibc releases it, and
     /// programs rely on that). `false` if it was not held.

@@ -135,3 +135,24 @@ fn timed_lock_times_out_and_unlock_any_releases() {
     assert!(!m.is_locked());
     assert!(!m.unlock_any());
 }
+
+#[test]
+fn single_threaded_paths_take_only_a_plain_word() {
+    let tid = thread::current_tid();
+    let m = RawMutexCompact::new();
+    // SAFETY (all four): no other thread touches `m`.
+    assert!(unsafe { m.try_lock_single_threaded_as(tid) });
+    assert!(m.held_by(tid));
+    assert!(!unsafe { m.try_lock_single_threaded_as(tid) }, "held");
+    assert!(unsafe { m.unlock_single_threaded_as(tid) });
+    assert_eq!(m.word(), 0);
+    assert!(!unsafe { m.unlock_single_threaded_as(tid) }, "free");
+    // A word with a flag beside the owner is left to the usual paths.
+    m.lock();
+    m.owner.fetch_or(C_WOKEN, Relaxed);
+    assert!(!unsafe { m.unlock_single_threaded_as(tid) });
+    m.owner.fetch_and(!C_WOKEN, Relaxed);
+    // SAFETY: held.
+    unsafe { m.unlock() };
+    assert_eq!(m.word(), 0);
+}
