@@ -7,6 +7,8 @@
  *   cc -O2 -o contend klock-preload/bench/contend.c -lpthread
  *   ./contend 16 1                                   # glibc
  *   LD_PRELOAD=target/release/libklock_preload.so ./contend 16 1
+ *
+ * With -DSPIN the lock is a private pthread_spinlock_t instead.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -15,17 +17,25 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef SPIN
+static pthread_spinlock_t m;
+#define LOCK() pthread_spin_lock(&m)
+#define UNLOCK() pthread_spin_unlock(&m)
+#else
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+#define LOCK() pthread_mutex_lock(&m)
+#define UNLOCK() pthread_mutex_unlock(&m)
+#endif
 static volatile unsigned long shared[64];
 static volatile int stop;
 
 static void *worker(void *arg) {
   unsigned long n = 0, seed = (unsigned long)arg;
   while (!stop) {
-    pthread_mutex_lock(&m);
+    LOCK();
     for (int i = 0; i < 64; i += 8)
       shared[i]++;
-    pthread_mutex_unlock(&m);
+    UNLOCK();
     for (int i = 0; i < 50; i++)
       seed = seed * 6364136223846793005UL + 1442695040888963407UL;
     n++;
@@ -39,6 +49,9 @@ int main(int argc, char **argv) {
   pthread_t t[256];
   if (threads < 1 || threads > 256)
     return 2;
+#ifdef SPIN
+  pthread_spin_init(&m, PTHREAD_PROCESS_PRIVATE);
+#endif
   for (long i = 0; i < threads; i++)
     pthread_create(&t[i], NULL, worker, (void *)(i + 1));
   usleep((useconds_t)(seconds * 1e6));

@@ -135,7 +135,19 @@ pub unsafe extern "C" fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int 
         // SAFETY: the caller's contract.
         match unsafe { raw(l) } {
             Ok((w, q)) => {
-                if w.load(Relaxed) & PSHARED != 0 {
+                // The queued spinlock's fast path first, without loading
+                // the word (see RawQSpinLock::raw_lock_fast): a
+                // process-shared lock's PSHARED, in the pending byte,
+                // makes it fail, and its word says which lock this is.
+                let v = if stat::on() {
+                    w.load(Relaxed)
+                } else {
+                    match q.raw_lock_fast() {
+                        Ok(()) => return 0,
+                        Err(v) => v,
+                    }
+                };
+                if v & PSHARED != 0 {
                     tas_lock(w);
                 } else if stat::on() {
                     stat::lock_exclusive(

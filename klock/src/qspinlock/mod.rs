@@ -486,6 +486,31 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
             && self.word.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok()
     }
 
+    /// The fast path alone: `(0,0,0) -> (0,0,1)` with one CAS and no load
+    /// first, and for the paravirt lock, past a queue whose head holds no
+    /// pending bit, the steal `(n,0,0) -> (n,0,1)` from the word that CAS
+    /// returned. Either way a plain owner, released by
+    /// [`raw_unlock`](Self::raw_unlock). `Err(word)` with the word the CAS
+    /// found when neither applies (held, pending, or an embedder's own
+    /// mark in the pending byte), for the caller to handle, e.g. with
+    /// [`raw_lock`](Self::raw_lock).
+    ///
+    /// For an embedder that must tell its own states apart: loading the
+    /// word first to check them cost a 4-byte load just after the previous
+    /// owner's x86 byte-store unlock, which waits for that store to leave
+    /// the store buffer, and under contention a second transfer of the
+    /// line.
+    #[inline]
+    pub fn raw_lock_fast(&self) -> Result<(), u32> {
+        if PARAVIRT {
+            return self.pv_fast_lock();
+        }
+        // Acquire pairs with the Release of the previous owner's unlock.
+        self.word
+            .compare_exchange(0, LOCKED, Acquire, Relaxed)
+            .map(|_| ())
+    }
+
     /// Release the lock.
     ///
     /// # Safety

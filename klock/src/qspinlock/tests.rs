@@ -42,6 +42,39 @@ fn lock_try_lock_unlock() {
 }
 
 #[test]
+fn lock_fast_takes_only_what_the_fast_path_may() {
+    let l = RawQSpinLock::new();
+    // Free: a plain owner, released by raw_unlock.
+    assert_eq!(l.raw_lock_fast(), Ok(()));
+    assert_eq!(l.word(), LOCKED);
+    // Held: the word it found.
+    assert_eq!(l.raw_lock_fast(), Err(LOCKED));
+    unsafe { l.raw_unlock() };
+    assert_eq!(l.word(), 0);
+    // Past a queue whose head holds no pending bit: the paravirt steal.
+    let tail = encode_tail(9, 0);
+    l.word.store(tail, Relaxed);
+    assert_eq!(l.raw_lock_fast(), Ok(()));
+    assert_eq!(l.word(), tail | LOCKED);
+    unsafe { l.raw_unlock() };
+    assert_eq!(l.word(), tail);
+    // A pending bit (or another mark in the pending byte) refuses it.
+    for v in [tail | PENDING, 1 << 15] {
+        l.word.store(v, Relaxed);
+        assert_eq!(l.raw_lock_fast(), Err(v));
+        assert_eq!(l.word(), v);
+    }
+    // The native lock takes only a free word.
+    let n = RawQSpinLockWith::<{ DEFAULT_PENDING_LOOPS }, false>::new();
+    n.word.store(tail, Relaxed);
+    assert_eq!(n.raw_lock_fast(), Err(tail));
+    n.word.store(0, Relaxed);
+    assert_eq!(n.raw_lock_fast(), Ok(()));
+    unsafe { n.raw_unlock() };
+    assert_eq!(n.word(), 0);
+}
+
+#[test]
 fn mutex_wrapper() {
     let m = crate::SpinLock::new(5u64);
     *m.lock() += 1;
