@@ -148,7 +148,7 @@ pub(crate) unsafe fn reacquire(m: *mut pthread_mutex_t, what: Released) -> c_int
         Released::Klock(d) => {
             // SAFETY: the caller's contract (it was ours a moment ago).
             let r = unsafe { &*m.cast::<RawMutexCompact>() };
-            lock(m as usize, r);
+            lock(m as usize, r, crate::me());
             depth(r).store(d, Relaxed);
             0
         }
@@ -257,23 +257,7 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
                 // One tid lookup for the check and the lock.
                 let tid = crate::me();
                 if !r.held_by(tid) {
-                    if stat::on() {
-                        stat::lock_exclusive(
-                            m as usize,
-                            Kind::Mutex,
-                            || r.try_lock_as(tid),
-                            || {
-                                r.lock_as(tid);
-                                true
-                            },
-                        );
-                    } else if !(crate::single_threaded()
-                        // SAFETY: with one thread in the process nobody
-                        // else touches it.
-                        && unsafe { r.try_lock_single_threaded_as(tid) })
-                    {
-                        r.lock_as(tid);
-                    }
+                    lock(m as usize, r, tid);
                     0
                 } else if ty == RECURSIVE {
                     relock(r)
@@ -282,17 +266,18 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
                 }
             }
             _ => {
-                lock(m as usize, r);
+                lock(m as usize, r, crate::me());
                 0
             }
         }
     })
 }
 
-/// Lock a klock mutex, through the profile when it is on.
+/// Lock a klock mutex as the calling thread `tid`: through the profile
+/// when it is on, else without atomics while the process has one thread
+/// (as glibc's mutex does), else with the lock's own fast path.
 #[inline]
-fn lock(addr: usize, r: &RawMutexCompact) {
-    let tid = crate::me();
+fn lock(addr: usize, r: &RawMutexCompact, tid: u32) {
     if stat::on() {
         stat::lock_exclusive(
             addr,
@@ -303,11 +288,25 @@ fn lock(addr: usize, r: &RawMutexCompact) {
                 true
             },
         );
-    } else {
+    } else if !(crate::single_threaded()
         // SAFETY: with one thread in the process nobody else touches it.
-        if !(crate::single_threaded() && unsafe { r.try_lock_single_threaded_as(tid) }) {
-            r.lock_as(tid);
-        }
+        && unsafe { r.try_lock_single_threaded_as(tid) })
+    {
+        r.lock_as(tid);
+    }
+}
+
+/// Release a klock mutex that the calling thread `tid` holds: without
+/// atomics while the process has one thread, else the lock's own unlock.
+///
+/// # Safety
+/// `tid` holds `r`.
+#[inline]
+unsafe fn unlock_held(r: &RawMutexCompact, tid: u32) {
+    // SAFETY: with one thread in the process nobody else touches it.
+    if !(crate::single_threaded() && unsafe { r.unlock_single_threaded_as(tid) }) {
+        // SAFETY: the caller's contract.
+        unsafe { r.unlock_as(tid) };
     }
 }
 
@@ -480,12 +479,8 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
                     if stat::on() {
                         stat::releasing_exclusive(m as usize, Kind::Mutex);
                     }
-                    // SAFETY: with one thread in the process nobody else
-                    // touches it.
-                    if !(crate::single_threaded() && unsafe { r.unlock_single_threaded_as(tid) }) {
-                        // SAFETY: we hold it.
-                        unsafe { r.unlock_as(tid) };
-                    }
+                    // SAFETY: we hold it.
+                    unsafe { unlock_held(r, tid) };
                     0
                 }
             }
@@ -502,14 +497,9 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
                     stat::releasing_exclusive(m as usize, Kind::Mutex);
                 }
                 let tid = crate::me();
-                // SAFETY: with one thread in the process nobody else
-                // touches it.
-                if crate::single_threaded() && unsafe { r.unlock_single_threaded_as(tid) } {
-                    return 0;
-                }
                 if r.held_by(tid) {
                     // SAFETY: we hold it.
-                    unsafe { r.unlock_as(tid) };
+                    unsafe { unlock_held(r, tid) };
                 } else {
                     r.unlock_any();
                 }

@@ -139,7 +139,8 @@ pub unsafe extern "C" fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int 
                 // the word (see RawQSpinLock::raw_lock_fast): a
                 // process-shared lock's PSHARED, in the pending byte,
                 // makes it fail, and its word says which lock this is.
-                let v = if stat::on() {
+                let profiled = stat::on();
+                let v = if profiled {
                     w.load(Relaxed)
                 } else {
                     match q.raw_lock_fast() {
@@ -149,7 +150,7 @@ pub unsafe extern "C" fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int 
                 };
                 if v & PSHARED != 0 {
                     tas_lock(w);
-                } else if stat::on() {
+                } else if profiled {
                     stat::lock_exclusive(
                         l as usize,
                         Kind::Spin,

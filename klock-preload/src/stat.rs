@@ -344,17 +344,7 @@ pub fn lock_exclusive(
     try_lock: impl FnOnce() -> bool,
     lock: impl FnOnce() -> bool,
 ) -> bool {
-    if try_lock() {
-        count(addr, kind, None, true);
-        return true;
-    }
-    let t = now();
-    let got = lock();
-    if got {
-        let end = now();
-        count(addr, kind, Some((end.saturating_sub(t), end)), true);
-    }
-    got
+    lock_counted(addr, kind, true, try_lock, lock)
 }
 
 /// As [`lock_exclusive`], for a read lock.
@@ -364,20 +354,27 @@ pub fn lock_shared(
     try_lock: impl FnOnce() -> bool,
     lock: impl FnOnce() -> bool,
 ) -> bool {
+    lock_counted(addr, Kind::RwLock, false, try_lock, lock)
+}
+
+/// [`lock_exclusive`] and [`lock_shared`]: `exclusive` says which.
+#[inline(always)]
+fn lock_counted(
+    addr: usize,
+    kind: Kind,
+    exclusive: bool,
+    try_lock: impl FnOnce() -> bool,
+    lock: impl FnOnce() -> bool,
+) -> bool {
     if try_lock() {
-        count(addr, Kind::RwLock, None, false);
+        count(addr, kind, None, exclusive);
         return true;
     }
     let t = now();
     let got = lock();
     if got {
         let end = now();
-        count(
-            addr,
-            Kind::RwLock,
-            Some((end.saturating_sub(t), end)),
-            false,
-        );
+        count(addr, kind, Some((end.saturating_sub(t), end)), exclusive);
     }
     got
 }

@@ -31,13 +31,19 @@ fn compile_now() -> PathBuf {
 }
 
 fn run(prog: &Path, so: &Path, stat: bool) -> Output {
+    let env: &[(&str, &str)] = if stat { &[("KLOCK_STAT", "1")] } else { &[] };
+    run_env(prog, so, ITERATIONS, env)
+}
+
+/// The program under the library with `iterations` and only the profile
+/// settings in `env` (those of the caller's environment removed).
+fn run_env(prog: &Path, so: &Path, iterations: u64, env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(prog);
-    c.arg(ITERATIONS.to_string()).env("LD_PRELOAD", so);
-    if stat {
-        c.env("KLOCK_STAT", "1");
-    } else {
-        c.env_remove("KLOCK_STAT");
+    c.arg(iterations.to_string()).env("LD_PRELOAD", so);
+    for var in ["KLOCK_STAT", "KLOCK_STAT_HOLDS", "KLOCK_STAT_TOP"] {
+        c.env_remove(var);
     }
+    c.envs(env.iter().copied());
     c.output().expect("run the profile test")
 }
 
@@ -134,13 +140,12 @@ fn one_hold_in_eight_is_timed_unless_asked() {
         "{timed} of {EXCLUSIVE}: {err}"
     );
 
-    let o = Command::new(&prog)
-        .arg(ITERATIONS.to_string())
-        .env("LD_PRELOAD", &so)
-        .env("KLOCK_STAT", "1")
-        .env("KLOCK_STAT_HOLDS", "1")
-        .output()
-        .expect("run the profile test");
+    let o = run_env(
+        &prog,
+        &so,
+        ITERATIONS,
+        &[("KLOCK_STAT", "1"), ("KLOCK_STAT_HOLDS", "1")],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{}\n{err}", o.status);
     assert!(err.contains("every hold timed"), "{err}");
@@ -157,13 +162,7 @@ fn a_bad_profile_setting_is_an_error() {
         ("KLOCK_STAT_HOLDS", "x", "power of two"),
         ("KLOCK_STAT_TOP", "0", "number of rows"),
     ] {
-        let o = Command::new(&prog)
-            .arg("10")
-            .env("LD_PRELOAD", &so)
-            .env("KLOCK_STAT", "1")
-            .env(var, value)
-            .output()
-            .expect("run the profile test");
+        let o = run_env(&prog, &so, 10, &[("KLOCK_STAT", "1"), (var, value)]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{var}={value}: {err}");
         assert!(err.contains(&format!("klock: {var}={value}: ")), "{err}");

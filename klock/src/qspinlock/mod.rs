@@ -500,12 +500,13 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// owner's x86 byte-store unlock, which waits for that store to leave
     /// the store buffer, and under contention a second transfer of the
     /// line.
-    #[inline]
+    #[inline(always)]
     pub fn raw_lock_fast(&self) -> Result<(), u32> {
         if PARAVIRT {
             return self.pv_fast_lock();
         }
-        // Acquire pairs with the Release of the previous owner's unlock.
+        // (0,0,0) -> (0,0,1). Acquire pairs with the Release of the
+        // previous owner's unlock.
         self.word
             .compare_exchange(0, LOCKED, Acquire, Relaxed)
             .map(|_| ())
@@ -617,18 +618,14 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         // thread id right after its acquiring RMW).
         #[cfg(loom)]
         let _ = thread::current_tid();
-        if PARAVIRT {
-            return match self.pv_fast_lock() {
-                Ok(()) => 0,
-                Err(val) => TOKEN_SLOW_OWNER | self.pv_lock_slow::<MODE, LAZY>(val),
-            };
+        match self.raw_lock_fast() {
+            Ok(()) => 0,
+            Err(val) if PARAVIRT => TOKEN_SLOW_OWNER | self.pv_lock_slow::<MODE, LAZY>(val),
+            Err(val) => {
+                self.lock_slow::<MODE>(val);
+                0
+            }
         }
-        // (0,0,0) -> (0,0,1). Acquire pairs with the Release of the
-        // previous owner's unlock.
-        if let Err(val) = self.word.compare_exchange(0, LOCKED, Acquire, Relaxed) {
-            self.lock_slow::<MODE>(val);
-        }
-        0
     }
 
     /// The paravirt fast path: `(0,0,0) -> (0,0,LOCKED)`, else, past a
