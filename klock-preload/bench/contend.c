@@ -8,7 +8,8 @@
  *   ./contend 16 1                                   # glibc
  *   LD_PRELOAD=target/release/libklock_preload.so ./contend 16 1
  *
- * With -DSPIN the lock is a private pthread_spinlock_t instead.
+ * With -DSPIN the lock is a private pthread_spinlock_t instead, with
+ * -DWRLOCK a PTHREAD_RWLOCK_INITIALIZER rwlock, write-locked.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -21,6 +22,10 @@
 static pthread_spinlock_t m;
 #define LOCK() pthread_spin_lock(&m)
 #define UNLOCK() pthread_spin_unlock(&m)
+#elif defined(WRLOCK)
+static pthread_rwlock_t m = PTHREAD_RWLOCK_INITIALIZER;
+#define LOCK() pthread_rwlock_wrlock(&m)
+#define UNLOCK() pthread_rwlock_unlock(&m)
 #else
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 #define LOCK() pthread_mutex_lock(&m)

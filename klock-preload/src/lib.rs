@@ -36,6 +36,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 mod cond;
 mod lock_map;
 mod mutex;
+mod reads;
 mod rwlock;
 mod spin;
 mod stat;
@@ -264,6 +265,16 @@ fn me() -> u32 {
             return tid;
         }
     }
+    me_cached()
+}
+
+/// klock's cached tid, out of line: inlined, the compiler read the
+/// thread-local ahead of the test above (a thread-local's address counts
+/// as free to compute early), so every call paid the `__tls_get_addr`
+/// that reading the tid from glibc's descriptor is there to avoid.
+#[cold]
+#[inline(never)]
+fn me_cached() -> u32 {
     klock::thread::current_tid()
 }
 

@@ -16,7 +16,7 @@
 //! glibc's default (reader preference) that never waits. Behind a queued
 //! writer it would wait here, for a writer that waits for it: so each
 //! thread takes the rw-semaphore's read lock once per rwlock and counts
-//! its further read holds in a thread-local list ([`READS`]). The list
+//! its further read holds in a thread-local table ([`crate::reads`]). It
 //! also makes a read unlock without a read hold `EPERM`, and a write lock
 //! by a reader `EDEADLK`.
 //!
@@ -25,10 +25,10 @@
 //! its own tid there only while it write-holds the lock (`EDEADLK`,
 //! `EPERM`).
 
+use crate::reads::{self, Dropped};
 use crate::stat::{self, Kind};
 use crate::time::time_left;
 use crate::{guarded, me, refused};
-use core::cell::RefCell;
 use core::ffi::c_int;
 use klock::rwsem::{WriteGuard, OWNER_SHIFT, READER_OWNED};
 use klock::RawRwSem;
@@ -40,9 +40,6 @@ const _: () = assert!(core::mem::size_of::<pthread_rwlock_t>() == 56);
 const _: () = assert!(core::mem::size_of::<RawRwSem>() <= 48);
 const _: () =
     assert!(core::mem::align_of::<RawRwSem>() <= core::mem::align_of::<pthread_rwlock_t>());
-// A write guard is one word, its writer's identity (`tid << OWNER_SHIFT`)
-// with an unlock hint in the low bits: see `write_guard`.
-const _: () = assert!(core::mem::size_of::<WriteGuard>() == core::mem::size_of::<usize>());
 
 /// The rw-semaphore in `l`, or `EINVAL` for a null pointer.
 ///
@@ -59,100 +56,30 @@ unsafe fn raw<'a>(l: *mut pthread_rwlock_t) -> Result<&'a RawRwSem, c_int> {
     Ok(unsafe { &*l.cast::<RawRwSem>() })
 }
 
-std::thread_local! {
-    /// The rwlocks the calling thread read-holds (by address) and how many
-    /// times (module docs). Short: a thread holds few locks at once.
-    static READS: RefCell<Vec<(usize, u32)>> = const { RefCell::new(Vec::new()) };
-}
-
-/// What [`drop_read`] found.
-enum Dropped {
-    /// One of several holds: the rw-semaphore stays read-held.
-    Counted,
-    /// The thread's last hold: release the rw-semaphore's read lock.
-    Last,
-    /// No hold recorded for this thread.
-    None,
-    /// The thread-local list is gone (the thread is exiting).
-    Unknown,
-}
-
-fn addr(r: &RawRwSem) -> usize {
-    r as *const RawRwSem as usize
-}
-
-/// If the calling thread read-holds `r`, count one more hold: `Some(0)`,
-/// or `Some(EAGAIN)` at the maximum. `None` if it holds none (or its
-/// thread-local list is gone).
-fn bump_read(r: &RawRwSem) -> Option<c_int> {
-    let a = addr(r);
-    READS
-        .try_with(|v| {
-            let mut v = v.borrow_mut();
-            let e = v.iter_mut().find(|e| e.0 == a)?;
-            Some(match e.1.checked_add(1) {
-                Some(n) => {
-                    e.1 = n;
-                    0
-                }
-                None => libc::EAGAIN,
-            })
-        })
-        .ok()
-        .flatten()
-}
-
-/// Record the calling thread's first read hold of `r` (nothing if its
-/// thread-local list is gone: that hold is then not counted).
-fn record_read(r: &RawRwSem) {
-    let a = addr(r);
-    let _ = READS.try_with(|v| v.borrow_mut().push((a, 1)));
-}
-
 /// Whether the calling thread read-holds `r`.
 fn read_by_me(r: &RawRwSem) -> bool {
-    let a = addr(r);
-    READS
-        .try_with(|v| v.borrow().iter().any(|e| e.0 == a))
-        .unwrap_or(false)
-}
-
-/// Drop one of the calling thread's read holds of `r`.
-fn drop_read(r: &RawRwSem) -> Dropped {
-    let a = addr(r);
-    READS
-        .try_with(|v| {
-            let mut v = v.borrow_mut();
-            match v.iter().position(|e| e.0 == a) {
-                None => Dropped::None,
-                Some(i) if v[i].1 > 1 => {
-                    v[i].1 -= 1;
-                    Dropped::Counted
-                }
-                Some(i) => {
-                    v.swap_remove(i);
-                    Dropped::Last
-                }
-            }
-        })
-        .unwrap_or(Dropped::Unknown)
+    reads::with(|t| t.holds(addr_of(r)))
 }
 
 /// Take a read hold of `r` with `take` (the rw-semaphore's read lock, at
 /// most once per thread): 0, `err` if `take` fails, `EDEADLK` if the
 /// caller write-holds `r`.
+#[inline]
 fn read_lock(r: &RawRwSem, take: impl FnOnce() -> bool, err: c_int) -> c_int {
     if written_by_me(r) {
         return libc::EDEADLK;
     }
-    if let Some(rc) = bump_read(r) {
-        return rc;
-    }
-    if !take() {
-        return err;
-    }
-    record_read(r);
-    0
+    let a = addr_of(r);
+    reads::with(|t| {
+        if let Some(rc) = t.bump(a) {
+            return rc;
+        }
+        if !take() {
+            return err;
+        }
+        t.record(a);
+        0
+    })
 }
 
 /// The rwlock's address: its row in the lock profile.
@@ -168,15 +95,11 @@ fn written_by_me(r: &RawRwSem) -> bool {
     r.is_write_held() && o & READER_OWNED == 0 && (o >> OWNER_SHIFT) as u32 == me()
 }
 
-/// The guard of the calling thread's write hold. klock's write guard is
-/// one word, the writer's identity `tid << OWNER_SHIFT` with a hint for
-/// the unlock in the low bits, where 0 means "no hint" (checked against a
-/// real guard by `tests/layout.rs`); the C API has nowhere to keep one
-/// between lock and unlock, so it is rebuilt, without a hint.
+/// The guard of the calling thread's write hold: the C API has nowhere
+/// to keep the one the lock returned, so it is rebuilt from the tid.
+#[inline]
 fn write_guard() -> WriteGuard {
-    let id = (me() as usize) << OWNER_SHIFT;
-    // SAFETY: same size (asserted above); the layout is checked in tests.
-    unsafe { core::mem::transmute::<usize, WriteGuard>(id) }
+    WriteGuard::rebuilt(me())
 }
 
 /// Run `f` on the rw-semaphore in `l`; `EINVAL` for null.
@@ -254,12 +177,12 @@ pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_in
                             addr_of(r),
                             || r.raw_try_lock_shared().is_some(),
                             || {
-                                let _ = r.raw_lock_shared();
+                                let _ = r.raw_lock_shared_as(me());
                                 true
                             },
                         )
                     } else {
-                        let _ = r.raw_lock_shared();
+                        let _ = r.raw_lock_shared_as(me());
                         true
                     }
                 },
@@ -407,12 +330,12 @@ pub unsafe extern "C" fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_in
                     Kind::RwLock,
                     || r.raw_try_lock_exclusive().is_some(),
                     || {
-                        let _ = r.raw_lock_exclusive();
+                        let _ = r.raw_lock_exclusive_as(me());
                         true
                     },
                 );
             } else {
-                let _ = r.raw_lock_exclusive();
+                let _ = r.raw_lock_exclusive_as(me());
             }
             0
         })
@@ -481,14 +404,10 @@ fn unlock(r: &RawRwSem) -> c_int {
         unsafe { r.raw_unlock_exclusive(write_guard()) };
         return 0;
     }
-    match drop_read(r) {
-        Dropped::Counted => 0,
+    // SAFETY (the closure): this thread took a read hold and recorded it.
+    match reads::with(|t| t.drop_hold(addr_of(r), || unsafe { r.raw_unlock_shared() })) {
+        Dropped::Counted | Dropped::Last => 0,
         Dropped::None => libc::EPERM,
-        Dropped::Last => {
-            // SAFETY: this thread took a read hold and recorded it.
-            unsafe { r.raw_unlock_shared() };
-            0
-        }
         // No list to ask: trust the caller as far as the lock word allows.
         Dropped::Unknown if r.is_write_held() || !r.is_held() => libc::EPERM,
         Dropped::Unknown => {

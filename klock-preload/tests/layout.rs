@@ -12,27 +12,25 @@ use klock::rwsem::{WriteGuard, OWNER_SHIFT};
 use klock::RawRwSem;
 use std::sync::Arc;
 
-/// A write guard is its writer's `tid << OWNER_SHIFT`, plus a hint for
-/// the unlock in the low bits; a guard rebuilt from the identity alone
-/// (hint 0) unlocks too, so the library can rebuild one for
-/// `pthread_rwlock_unlock`.
+/// `pthread_rwlock_unlock` rebuilds the write guard from the caller's tid
+/// (`WriteGuard::rebuilt`): it must name the writer the lock returned, and
+/// unlock both with nobody waiting (its hint's CAS) and with waiters
+/// flagged in the count word (the slow path after that CAS fails).
 #[test]
-fn write_guard_is_the_writer_identity() {
+fn a_rebuilt_write_guard_unlocks() {
     let l = RawRwSem::new();
     let g = l.raw_lock_exclusive();
     let tid = g.owner_tid();
-    // SAFETY: same size (the library asserts it at compile time).
-    let id = unsafe { core::mem::transmute::<WriteGuard, usize>(g) };
-    assert_eq!(id >> OWNER_SHIFT, tid as usize);
     assert_eq!(tid, klock::thread::current_tid());
-    let rebuilt = (tid as usize) << OWNER_SHIFT;
-    // SAFETY: we hold it; the guard rebuilt from the identity is ours.
-    unsafe { l.raw_unlock_exclusive(core::mem::transmute::<usize, WriteGuard>(rebuilt)) };
+    assert_eq!(WriteGuard::rebuilt(tid).owner_tid(), tid);
+    assert_eq!(l.owner_word() >> OWNER_SHIFT, tid as usize);
+    // The acquisition's own guard (a plain value) goes unused.
+    let _ = g;
+    // SAFETY: we hold it; the rebuilt guard is ours.
+    unsafe { l.raw_unlock_exclusive(WriteGuard::rebuilt(tid)) };
     assert!(!l.is_held());
-    // The same with waiters flagged in the count word: the rebuilt guard
-    // takes the unlock's slow path, which must release all the same.
     let l = Arc::new(RawRwSem::new());
-    let _held = l.raw_lock_exclusive();
+    let _ = l.raw_lock_exclusive();
     let waiter = {
         let l = l.clone();
         std::thread::spawn(move || {
@@ -45,7 +43,7 @@ fn write_guard_is_the_writer_identity() {
         std::thread::yield_now();
     }
     // SAFETY: we hold it; as above.
-    unsafe { l.raw_unlock_exclusive(core::mem::transmute::<usize, WriteGuard>(rebuilt)) };
+    unsafe { l.raw_unlock_exclusive(WriteGuard::rebuilt(tid)) };
     waiter.join().unwrap();
     assert_eq!(l.count_word(), 0);
 }

@@ -205,6 +205,10 @@ static void exclusion(void) {
 static int unlock_mutex(void *m) { return pthread_mutex_unlock(m); }
 static int try_wr(void *l) { return pthread_rwlock_trywrlock(l); }
 static int try_rd(void *l) { return pthread_rwlock_tryrdlock(l); }
+static int try_wr_then_unlock(void *l) {
+  int rc = pthread_rwlock_trywrlock(l);
+  return rc ? rc : pthread_rwlock_unlock(l);
+}
 static int unlock_rw(void *l) { return pthread_rwlock_unlock(l); }
 static int rd_then_unlock(void *l) {
   int rc = pthread_rwlock_rdlock(l);
@@ -379,6 +383,31 @@ static void rwlocks(void) {
     CHECK_RC(pthread_rwlock_timedwrlock(l, &bad), EINVAL);
     CHECK_RC(pthread_rwlock_unlock(l), 0);
     CHECK_RC(pthread_rwlock_destroy(l), 0);
+  }
+  /* Read holds of more rwlocks at once than the library keeps inline
+   * (8; the rest spill into a list): each is known as held, twice for
+   * every third one, and released in an order that moves spilled holds
+   * inline. */
+  enum { MANY = 20 };
+  pthread_rwlock_t many[MANY];
+  for (int k = 0; k < MANY; k++) {
+    CHECK_RC(pthread_rwlock_init(&many[k], NULL), 0);
+    CHECK_RC(pthread_rwlock_rdlock(&many[k]), 0);
+    if (k % 3 == 0)
+      CHECK_RC(pthread_rwlock_rdlock(&many[k]), 0);
+  }
+  for (int k = 0; k < MANY; k++) {
+    CHECK_RC(pthread_rwlock_wrlock(&many[k]), EDEADLK);
+    CHECK_RC(elsewhere(unlock_rw, &many[k]), EPERM);
+    CHECK_RC(elsewhere(try_wr, &many[k]), EBUSY);
+  }
+  for (int k = 0; k < MANY; k++) {
+    if (k % 3 == 0)
+      CHECK_RC(pthread_rwlock_unlock(&many[k]), 0);
+    CHECK_RC(pthread_rwlock_unlock(&many[k]), 0);
+    CHECK_RC(pthread_rwlock_unlock(&many[k]), EPERM);
+    CHECK_RC(elsewhere(try_wr_then_unlock, &many[k]), 0);
+    CHECK_RC(pthread_rwlock_destroy(&many[k]), 0);
   }
   pthread_rwlock_t d;
   CHECK_RC(pthread_rwlock_init(&d, NULL), 0);

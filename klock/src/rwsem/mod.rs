@@ -397,6 +397,18 @@ impl WriteGuard {
     pub fn owner_tid(&self) -> u32 {
         tid_of(self.id)
     }
+
+    /// The guard of writer `tid`, for a caller that could not keep the
+    /// one its acquisition returned (a C API has nowhere to keep it
+    /// between lock and unlock). Its hint is the uncontended count,
+    /// `(0,1,0)`: the unlock's CAS from it succeeds when nobody waits,
+    /// and otherwise fails with the word in hand for the slow path,
+    /// which costs no more than the load a hint-less guard starts with.
+    /// `tid` must be the thread that write-holds the lock.
+    #[inline(always)]
+    pub fn rebuilt(tid: u32) -> Self {
+        Self::seen((tid as usize) << OWNER_SHIFT, WRITER_LOCKED)
+    }
 }
 
 /// Guard state of a read-locked [`RawRwSemWith`] (nothing). Not `Send`.
@@ -613,7 +625,16 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// Acquire a read lock.
     #[inline]
     pub fn raw_lock_shared(&self) -> ReadGuard {
-        if !self.read_fast() {
+        self.raw_lock_shared_as(thread::current_tid())
+    }
+
+    /// [`raw_lock_shared`](Self::raw_lock_shared) by a caller that has its
+    /// tid at hand (each lookup of it is a thread-local access, a call in
+    /// a shared library). `tid` must be the caller's
+    /// ([`thread::current_tid`]) for the owner word to name a reader.
+    #[inline]
+    pub fn raw_lock_shared_as(&self, tid: u32) -> ReadGuard {
+        if !self.read_fast((tid as usize) << OWNER_SHIFT) {
             self.read_slow(None);
         }
         ReadGuard::new()
@@ -642,7 +663,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// Acquire a read lock unless `deadline_ns` ([`sys::monotonic_ns`]
     /// time) passes first.
     pub fn raw_try_lock_shared_until_ns(&self, deadline_ns: u64) -> Option<ReadGuard> {
-        (self.read_fast() || self.read_slow(Some(deadline_ns))).then(ReadGuard::new)
+        (self.read_fast(my_id()) || self.read_slow(Some(deadline_ns))).then(ReadGuard::new)
     }
 
     /// Release a read lock.
@@ -680,7 +701,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// runs: a median of 25.1 ns against 21.7 without the load), a trade
     /// `docs/locks/rwsem.md` states.
     #[inline(always)]
-    fn read_fast(&self) -> bool {
+    fn read_fast(&self, me: usize) -> bool {
         let mask = if self.is_broken(broken::READ_IGNORES_WRITER) {
             READ_FAILED_MASK & !WRITER_LOCKED
         } else {
@@ -692,7 +713,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         // Acquire pairs with the Release of the last write unlock.
         let old = self.count.fetch_add(READER_BIAS, Acquire);
         if old & mask == 0 {
-            self.set_reader_owned(my_id());
+            self.set_reader_owned(me);
             true
         } else {
             self.read_back_out();
@@ -761,7 +782,15 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// Acquire the write lock.
     #[inline]
     pub fn raw_lock_exclusive(&self) -> WriteGuard {
-        let me = my_id();
+        self.raw_lock_exclusive_as(thread::current_tid())
+    }
+
+    /// [`raw_lock_exclusive`](Self::raw_lock_exclusive) by a caller that
+    /// has its tid at hand (see [`raw_lock_shared_as`](Self::raw_lock_shared_as)).
+    /// `tid` must be the caller's: the owner word and the guard name it.
+    #[inline]
+    pub fn raw_lock_exclusive_as(&self, tid: u32) -> WriteGuard {
+        let me = (tid as usize) << OWNER_SHIFT;
         // (0,0,-) -> (0,1,-). Acquire pairs with the Release of the last unlock.
         match self
             .count
