@@ -100,11 +100,12 @@ impl MutexImpl {
         unsafe { (*self.guard.get()).assume_init_read() }
     }
 
+    #[inline(always)]
     fn lock(&self) -> Result<(), c_int> {
         if self.owned_by_me() {
             return Err(libc::EDEADLK);
         }
-        let g = self.raw().lock();
+        let g = self.raw().raw_lock_as(me());
         // SAFETY: we hold it with `g`.
         unsafe { self.put_guard(g) };
         Ok(())
@@ -135,6 +136,7 @@ impl MutexImpl {
         Ok(())
     }
 
+    #[inline(always)]
     fn unlock(&self) -> Result<(), c_int> {
         if !self.owned_by_me() {
             return Err(libc::EPERM);

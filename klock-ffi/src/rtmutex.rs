@@ -50,8 +50,9 @@ impl RtImpl {
         Ok(())
     }
 
+    #[inline(always)]
     fn lock(&self) -> Result<(), c_int> {
-        self.took(self.raw.lock_checked())
+        self.took(self.raw.lock_checked_as(me()))
     }
 
     fn trylock(&self) -> Result<(), c_int> {
@@ -72,6 +73,7 @@ impl RtImpl {
         self.took(self.raw.try_lock_for_checked(left))
     }
 
+    #[inline(always)]
     fn unlock(&self) -> Result<(), c_int> {
         if !self.owned_by_me() {
             return Err(libc::EPERM);

@@ -20,6 +20,19 @@ pub(crate) trait RwRaw: lock_api::RawRwLock {
     fn lock_shared_within(&self, left: Duration) -> Option<Self::SharedGuard>;
     /// Write-lock, waiting at most `left` (zero: one try).
     fn lock_exclusive_within(&self, left: Duration) -> Option<Self::ExclusiveGuard>;
+    /// Read-lock; `tid` is the caller's, for a lock that records it (its
+    /// own lookup is a thread-local access, a call in a shared library).
+    #[inline(always)]
+    fn lock_shared_as(&self, tid: u32) -> Self::SharedGuard {
+        let _ = tid;
+        self.lock_shared()
+    }
+    /// Write-lock; `tid` as for [`lock_shared_as`](Self::lock_shared_as).
+    #[inline(always)]
+    fn lock_exclusive_as(&self, tid: u32) -> Self::ExclusiveGuard {
+        let _ = tid;
+        self.lock_exclusive()
+    }
 }
 
 /// The layout inside the opaque C type; all-zero bytes are an unlocked
@@ -48,10 +61,12 @@ impl<R: RwRaw> RwImpl<R> {
         self.raw.is_locked()
     }
 
+    #[inline]
     fn written_by_me(&self) -> bool {
         self.writer.load(Relaxed) == me()
     }
 
+    #[inline]
     fn wrote(&self, g: Option<R::ExclusiveGuard>, err: c_int) -> Result<(), c_int> {
         let g = g.ok_or(err)?;
         // SAFETY: we hold the write lock: only we touch `guard`.
@@ -60,11 +75,12 @@ impl<R: RwRaw> RwImpl<R> {
         Ok(())
     }
 
+    #[inline]
     pub(crate) fn rdlock(&self) -> Result<(), c_int> {
         if self.written_by_me() {
             return Err(libc::EDEADLK);
         }
-        let _ = self.raw.lock_shared();
+        let _ = self.raw.lock_shared_as(me());
         Ok(())
     }
 
@@ -88,11 +104,12 @@ impl<R: RwRaw> RwImpl<R> {
             .ok_or(libc::ETIMEDOUT)
     }
 
+    #[inline]
     pub(crate) fn wrlock(&self) -> Result<(), c_int> {
         if self.written_by_me() {
             return Err(libc::EDEADLK);
         }
-        self.wrote(Some(self.raw.lock_exclusive()), 0)
+        self.wrote(Some(self.raw.lock_exclusive_as(me())), 0)
     }
 
     pub(crate) fn trywrlock(&self) -> Result<(), c_int> {
@@ -112,6 +129,7 @@ impl<R: RwRaw> RwImpl<R> {
         self.wrote(self.raw.lock_exclusive_within(left), libc::ETIMEDOUT)
     }
 
+    #[inline]
     pub(crate) fn unlock(&self) -> Result<(), c_int> {
         if self.written_by_me() {
             self.writer.store(0, Relaxed);

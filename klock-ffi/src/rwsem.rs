@@ -42,6 +42,14 @@ impl RwRaw for RawRwSem {
             self.try_lock_exclusive_for(left)
         }
     }
+    #[inline(always)]
+    fn lock_shared_as(&self, tid: u32) -> ReadGuard {
+        self.raw_lock_shared_as(tid)
+    }
+    #[inline(always)]
+    fn lock_exclusive_as(&self, tid: u32) -> WriteGuard {
+        self.raw_lock_exclusive_as(tid)
+    }
 }
 
 /// Initialise `l` as an unlocked rw-semaphore. Same as

@@ -41,6 +41,7 @@ impl SpinImpl {
         Ok(())
     }
 
+    #[inline(always)]
     fn lock(&self) -> Result<(), c_int> {
         if self.owner.load(Relaxed) == me() {
             return Err(libc::EDEADLK);
@@ -52,6 +53,7 @@ impl SpinImpl {
         self.took(self.raw.try_lock())
     }
 
+    #[inline(always)]
     fn unlock(&self) -> Result<(), c_int> {
         if self.owner.load(Relaxed) != me() {
             return Err(libc::EPERM);

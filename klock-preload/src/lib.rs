@@ -217,40 +217,18 @@ fn guarded(f: impl FnOnce() -> c_int) -> c_int {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(libc::ENOTRECOVERABLE)
 }
 
-/// Where glibc keeps a thread's tid: this many bytes past the thread
-/// pointer (`%fs`), in its thread descriptor (x86-64; glibc's own
-/// errorcheck and recursive mutexes read it there). Checked at load
-/// ([`check_tcb_tid`]); used only if the check passed.
-const GLIBC_TID_OFFSET: usize = 0x2d0;
-
-/// The check passed: [`me`] reads the tid from glibc's thread descriptor.
+/// glibc's thread descriptor holds the calling thread's tid where
+/// [`klock::thread::glibc_descriptor_tid`] reads it: checked at load
+/// ([`check_tcb_tid`]).
 static TCB_TID: AtomicBool = AtomicBool::new(false);
 
-/// The 4 bytes at [`GLIBC_TID_OFFSET`] from the thread pointer.
-#[inline(always)]
-fn tcb_tid() -> u32 {
-    let tid: u32;
-    // SAFETY: on x86-64 Linux with glibc, %fs points at the calling
-    // thread's descriptor, which is larger than the offset; a read only.
-    unsafe {
-        core::arch::asm!(
-            "mov {0:e}, dword ptr fs:[{1}]",
-            out(reg) tid,
-            const GLIBC_TID_OFFSET,
-            options(nostack, readonly, preserves_flags)
-        )
-    };
-    tid
-}
-
 /// At load, in the main thread: does glibc's thread descriptor hold our
-/// tid where [`tcb_tid`] reads it? Another C library, or a glibc that
-/// moved the field, fails the check and keeps klock's own cached tid.
+/// tid where we read it? Another C library, or a glibc that moved the
+/// field, fails the check and keeps klock's own cached tid.
 fn check_tcb_tid() {
-    let tid = rustix::thread::gettid().as_raw_nonzero().get() as u32;
     // Relaxed: set before the program's main (the dynamic linker runs the
     // constructors before any thread of the program starts).
-    TCB_TID.store(tcb_tid() == tid, Relaxed);
+    TCB_TID.store(klock::thread::glibc_descriptor_tid_checks(), Relaxed);
 }
 
 /// The calling thread's tid: from glibc's thread descriptor (a load at a
@@ -260,7 +238,7 @@ fn check_tcb_tid() {
 #[inline]
 fn me() -> u32 {
     if TCB_TID.load(Relaxed) {
-        let tid = tcb_tid();
+        let tid = klock::thread::glibc_descriptor_tid();
         if tid != 0 {
             return tid;
         }

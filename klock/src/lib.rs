@@ -41,6 +41,13 @@
 pub mod condvar;
 pub mod config;
 pub mod events;
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    target_env = "gnu",
+    not(loom)
+))]
+mod glibc_tid;
 #[cfg(not(loom))]
 pub mod lockstat;
 pub mod mutex;

@@ -4,7 +4,7 @@
 //!
 //! The layers (see `docs/design.md`, "Layers"):
 //!
-//! 1. platform: `sys`, `thread`, `sync`, `spin`;
+//! 1. platform: `sys`, `glibc_tid`, `thread`, `sync`, `spin`;
 //! 2. the oracle and the instruments: `oncpu`, `oncpu_bpf`, `events`,
 //!    `spinadapt`, `config`;
 //! 3. the locks: `qspinlock`, `osq`, `waitlock`, `waitlist`, `mutex`,
@@ -36,6 +36,7 @@ mod circle;
 const LAYERS: &[(&str, u8)] = &[
     // 1. platform
     ("sys", 1),
+    ("glibc_tid", 1),
     ("thread", 1),
     ("sync", 1),
     ("spin", 1),

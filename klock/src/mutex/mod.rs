@@ -532,7 +532,16 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     /// Acquire the lock.
     #[inline]
     pub fn raw_lock(&self) -> OwnerGuard {
-        let me = my_id();
+        self.raw_lock_as(thread::current_tid())
+    }
+
+    /// [`raw_lock`](Self::raw_lock) by a caller that has its tid at hand
+    /// (each lookup of it is a thread-local access, a call in a shared
+    /// library). `tid` must be the caller's ([`thread::current_tid`]): the
+    /// owner word and the guard name it.
+    #[inline]
+    pub fn raw_lock_as(&self, tid: u32) -> OwnerGuard {
+        let me = (tid as usize) << OWNER_SHIFT;
         // (0, -) -> (me, -). Acquire pairs with the Release of the previous
         // owner's unlock.
         match self.owner.compare_exchange(0, me, Acquire, Relaxed) {

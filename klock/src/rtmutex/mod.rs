@@ -443,7 +443,16 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
     /// the PI chain would close a cycle.
     #[inline]
     pub fn lock_checked(&self) -> Result<RtGuard, RtMutexError> {
-        let me = thread::current_tid();
+        self.lock_checked_as(thread::current_tid())
+    }
+
+    /// [`lock_checked`](Self::lock_checked) by a caller that has its tid at
+    /// hand (each lookup of it is a thread-local access, a call in a
+    /// shared library). `tid` must be the caller's
+    /// ([`thread::current_tid`]): the lock word names the owner.
+    #[inline]
+    pub fn lock_checked_as(&self, tid: u32) -> Result<RtGuard, RtMutexError> {
+        let me = tid;
         // (0, 0) -> (me, 0). Acquire pairs with the Release of the
         // previous owner's unlock (its CAS, or the fence before UNLOCK_PI).
         if self.word.compare_exchange(0, me, Acquire, Relaxed).is_err() {
