@@ -2,7 +2,9 @@
 # sets `root` (the repository), `so` (the built preload library) and
 # `tmp` (a directory removed at exit), after checking that COMMAND is
 # installed and the library built; `median` prints the median of the
-# numbers on its input, one per line.
+# numbers on its input, one per line; `summary UNIT BASE NAME...` prints
+# the medians of "$tmp/results" (lines `NAME VALUE`) over BASE's and the
+# paired ratios.
 
 bench_setup() {
     local name=$1 needs=$2
@@ -16,4 +18,31 @@ bench_setup() {
 
 median() {
     sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# summary UNIT BASE NAME...: for each NAME, the median of its values in
+# "$tmp/results" and its ratio to BASE's median; then, for each NAME but
+# BASE, the paired ratios: each round's run over the BASE run just before
+# it (the host's slow drifts cancel within a round), their median and how
+# many rounds were at or above 1.
+summary() {
+    local unit=$1 base_name=$2 k m base
+    shift 2
+    median_of() { awk -v n="$1" '$1 == n { print $2 }' "$tmp/results" | median; }
+    base=$(median_of "$base_name")
+    for k in "$@"; do
+        m=$(median_of "$k")
+        awk -v k="$k" -v m="$m" -v b="$base" -v u="$unit" -v n="$base_name" \
+            'BEGIN { printf "median %-12s %10.0f %s  %.3fx %s\n", k, m, u, m / b, n }'
+    done
+    echo
+    for k in "$@"; do
+        [ "$k" = "$base_name" ] && continue
+        awk -v b="$base_name" -v n="$k" '$1 == b { g = $2 } $1 == n { print $2 / g }' \
+            "$tmp/results" >"$tmp/ratios"
+        m=$(median <"$tmp/ratios")
+        awk -v k="$k" -v m="$m" -v n="$base_name" \
+            '$1 >= 1 { up++ } END { printf "paired %-12s median %.3fx %s; %d of %d rounds at or above 1\n", k, m, n, up, NR }' \
+            "$tmp/ratios"
+    done
 }

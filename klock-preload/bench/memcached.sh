@@ -58,21 +58,4 @@ for r in $(seq "$rounds"); do
     run klock+stat LD_PRELOAD="$so" KLOCK_STAT=1
 done
 echo
-median_of() { # NAME: the median of its runs' requests per second
-    awk -v n="$1" '$1 == n { print $2 }' "$tmp/results" | median
-}
-base=$(median_of glibc)
-for k in glibc klock klock+stat; do
-    m=$(median_of "$k")
-    awk -v k="$k" -v m="$m" -v b="$base" 'BEGIN { printf "median %-12s %10.0f req/s  %.3fx glibc\n", k, m, m / b }'
-done
-echo
-# paired NAME: each round's NAME run over the glibc run of the same round.
-paired() {
-    awk -v n="$1" '$1 == "glibc" { g = $2 } $1 == n { print $2 / g }' "$tmp/results"
-}
-for k in klock klock+stat; do
-    paired "$k" >"$tmp/ratios"
-    m=$(median <"$tmp/ratios")
-    awk -v k="$k" -v m="$m" '$1 >= 1 { up++ } END { printf "paired %-12s median %.3fx glibc; %d of %d rounds at or above 1\n", k, m, up, NR }' "$tmp/ratios"
-done
+summary req/s glibc glibc klock klock+stat
