@@ -28,6 +28,8 @@ pub struct Reads {
 // general-dynamic way, about 1.5 ns a lookup here, two lookups per read
 // lock+unlock). A library `dlopen`ed later gets this block from glibc's
 // reserve of static TLS.
+// The block is 8-byte aligned (`.p2align 3` below).
+const _: () = assert!(core::mem::align_of::<Reads>() <= 8);
 core::arch::global_asm!(
     ".pushsection .tbss.klock_preload_reads,\"awT\",@nobits",
     ".p2align 3",
@@ -85,9 +87,11 @@ pub fn with<R>(f: impl FnOnce(&Reads) -> R) -> R {
         );
     }
     // SAFETY: the block is this thread's, lives as long as the thread,
-    // is aligned and sized for a `Reads` (asserted by the directive's
-    // `size`), and all-zero is a valid, empty `Reads`; it is touched only
-    // through this shared reference's `Cell`s, on this thread.
+    // is sized for a `Reads` (the directive's `size`) and aligned for one
+    // (asserted above), and all-zero is a valid, empty `Reads`; it is
+    // touched only through this shared reference's `Cell`s, on this
+    // thread (rwlocks are not async-signal-safe, so no signal handler of
+    // this thread runs a lock in the middle of an update).
     f(unsafe { &*t })
 }
 
