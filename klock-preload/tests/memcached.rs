@@ -10,7 +10,6 @@
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
 
-use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -74,26 +73,7 @@ fn memcached_serves_a_load_without_lost_updates() {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
 
     // SIGINT: memcached exits through exit(), which prints the profile.
-    let pid = rustix::process::Pid::from_raw(server.id() as i32).expect("a child's pid");
-    let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = server.try_wait().expect("wait for memcached") {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(10) {
-            let _ = server.kill();
-            panic!("memcached did not exit within 10 s of SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    server
-        .stderr
-        .take()
-        .expect("piped")
-        .read_to_string(&mut err)
-        .expect("memcached's stderr");
+    let (status, err) = common::stop_server(server, rustix::process::Signal::INT, "memcached");
 
     assert!(out.status.success(), "the load failed: {report}\n{err}");
     assert!(report.contains(" lost 0 errors 0"), "{report}");

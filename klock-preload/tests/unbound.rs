@@ -13,10 +13,9 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
 
 use std::fmt::Write as _;
-use std::io::Read;
 use std::net::UdpSocket;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -117,32 +116,6 @@ fn client(port: u16) -> UdpSocket {
     s
 }
 
-/// Stop `server` with SIGTERM (unbound then exits through `exit`, which
-/// prints the profile) and return its stderr.
-fn stop(mut server: Child) -> (std::process::ExitStatus, String) {
-    let pid = rustix::process::Pid::from_raw(server.id() as i32).expect("a child's pid");
-    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = server.try_wait().expect("wait for unbound") {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(10) {
-            let _ = server.kill();
-            panic!("unbound did not exit within 10 s of SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    server
-        .stderr
-        .take()
-        .expect("piped")
-        .read_to_string(&mut err)
-        .expect("unbound's stderr");
-    (status, err)
-}
-
 #[test]
 fn unbound_answers_every_query_right() {
     if !have_unbound() {
@@ -197,7 +170,7 @@ fn unbound_answers_every_query_right() {
     let start = Instant::now();
     while ask(&probe, 1, 0).is_err() {
         if start.elapsed() > Duration::from_secs(15) {
-            let (_, err) = stop(server);
+            let (_, err) = common::stop_server(server, rustix::process::Signal::TERM, "unbound");
             panic!("unbound did not answer on port {port} within 15 s\n{err}");
         }
     }
@@ -228,7 +201,7 @@ fn unbound_answers_every_query_right() {
         asked += n;
         wrong.extend(w);
     }
-    let (status, err) = stop(server);
+    let (status, err) = common::stop_server(server, rustix::process::Signal::TERM, "unbound");
     let _ = std::fs::remove_dir_all(&dir);
 
     assert!(

@@ -370,14 +370,6 @@ pub fn current_tid() -> u32 {
     }
 }
 
-/// The tid glibc keeps in the calling thread's descriptor (x86-64: a
-/// load at a fixed offset from `%fs`), *unchecked*: use it only where
-/// [`glibc_descriptor_tid_checks`] said yes in this process. For a shared
-/// library built on klock (`libklock.so`, `libklock_preload.so`): there a
-/// thread-local, such as [`current_tid`]'s cache, is reached through a
-/// `__tls_get_addr` call, which made up a third of an uncontended C-API
-/// mutex pair. An executable's thread-locals cost one `%fs`-relative
-/// load already, so [`current_tid`] keeps its cache.
 #[doc(hidden)]
 #[cfg(all(
     target_arch = "x86_64",
@@ -385,25 +377,7 @@ pub fn current_tid() -> u32 {
     target_env = "gnu",
     not(loom)
 ))]
-#[inline(always)]
-pub fn glibc_descriptor_tid() -> u32 {
-    crate::glibc_tid::read()
-}
-
-/// Whether [`glibc_descriptor_tid`] reads the calling thread's tid in
-/// this process (compared with `gettid` once; another C library, or a
-/// glibc that moved the field, says no). The caller keeps the answer in
-/// a static of its own.
-#[doc(hidden)]
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    target_env = "gnu",
-    not(loom)
-))]
-pub fn glibc_descriptor_tid_checks() -> bool {
-    crate::glibc_tid::read() == crate::sys::gettid_uncached()
-}
+pub use crate::glibc_tid::{glibc_descriptor_tid, glibc_descriptor_tid_checks};
 
 /// First call on this thread: fetch the tid (through `CTX`, which caches
 /// it for the thread index too) and remember it.

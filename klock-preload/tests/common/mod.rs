@@ -58,3 +58,38 @@ pub fn compile_c(src: &str, out: &Path, extra: &[&str]) {
         .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}`: {e}"));
     assert!(status.success(), "compiling {src} failed");
 }
+
+/// Stop a server started with its stderr piped: send `signal` (the
+/// server's own way out, through `exit`, which prints the lock profile),
+/// wait up to 10 s (then kill it and fail), and return its exit status
+/// and everything it wrote to stderr.
+#[allow(dead_code)] // not every including test runs a server
+pub fn stop_server(
+    mut server: std::process::Child,
+    signal: rustix::process::Signal,
+    name: &str,
+) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    let pid = rustix::process::Pid::from_raw(server.id() as i32).expect("a child's pid");
+    let _ = rustix::process::kill_process(pid, signal);
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = server.try_wait().expect("wait for the server") {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = server.kill();
+            panic!("{name} did not exit within 10 s of {signal:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    server
+        .stderr
+        .take()
+        .expect("stderr piped")
+        .read_to_string(&mut err)
+        .expect("the server's stderr");
+    (status, err)
+}
