@@ -30,8 +30,6 @@
 #![allow(non_camel_case_types)]
 
 use core::ffi::c_int;
-#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
-use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 mod cond;
@@ -83,50 +81,9 @@ fn errno(r: Result<(), c_int>) -> c_int {
     }
 }
 
-/// The calling thread's tid (cached by klock).
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
-#[inline]
-fn me() -> u32 {
-    klock::thread::current_tid()
-}
-
-/// Whether glibc's thread descriptor holds the calling thread's tid where
-/// [`klock::thread::glibc_descriptor_tid`] reads it: not checked yet (0),
-/// yes (1), no (2). Relaxed: every thread that checks finds the same.
-#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
-static GLIBC_TID: AtomicU8 = AtomicU8::new(0);
-
-/// The calling thread's tid: from glibc's thread descriptor (a load at a
-/// fixed offset from `%fs`) once the check passed, else klock's cached
-/// copy, a thread-local, which in this shared library costs a
-/// `__tls_get_addr` call (a third of an uncontended mutex pair).
-#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
-#[inline]
-fn me() -> u32 {
-    if GLIBC_TID.load(Relaxed) == 1 {
-        let tid = klock::thread::glibc_descriptor_tid();
-        if tid != 0 {
-            return tid;
-        }
-    }
-    me_slow()
-}
-
-/// Check once, then klock's cached tid. Out of line: inlined, the compiler
-/// read the thread-local ahead of the test in [`me`].
-#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
-#[cold]
-#[inline(never)]
-fn me_slow() -> u32 {
-    if GLIBC_TID.load(Relaxed) == 0 {
-        let ok = klock::thread::glibc_descriptor_tid_checks();
-        GLIBC_TID.store(if ok { 1 } else { 2 }, Relaxed);
-        if ok {
-            return klock::thread::glibc_descriptor_tid();
-        }
-    }
-    klock::thread::current_tid()
-}
+// The calling thread's tid, `me()`: from glibc's thread descriptor where
+// that is checked to work, else klock's cached copy (see the macro).
+klock::glibc_tid_reader!(fn me);
 
 #[cfg(test)]
 mod tests;

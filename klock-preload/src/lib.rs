@@ -28,9 +28,7 @@
 #![allow(non_camel_case_types)]
 
 use core::ffi::c_int;
-use core::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed,
-};
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 mod cond;
@@ -162,7 +160,6 @@ extern "C" fn register_atfork() {
     // SAFETY: a handler that stays valid for the life of the process (the
     // library is never unloaded while preloaded).
     unsafe { libc::pthread_atfork(Some(before_fork), None, Some(after_fork_in_child)) };
-    check_tcb_tid();
     find_single_threaded();
 }
 
@@ -217,44 +214,12 @@ fn guarded(f: impl FnOnce() -> c_int) -> c_int {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(libc::ENOTRECOVERABLE)
 }
 
-/// glibc's thread descriptor holds the calling thread's tid where
-/// [`klock::thread::glibc_descriptor_tid`] reads it: checked at load
-/// ([`check_tcb_tid`]).
-static TCB_TID: AtomicBool = AtomicBool::new(false);
-
-/// At load, in the main thread: does glibc's thread descriptor hold our
-/// tid where we read it? Another C library, or a glibc that moved the
-/// field, fails the check and keeps klock's own cached tid.
-fn check_tcb_tid() {
-    // Relaxed: set before the program's main (the dynamic linker runs the
-    // constructors before any thread of the program starts).
-    TCB_TID.store(klock::thread::glibc_descriptor_tid_checks(), Relaxed);
-}
-
-/// The calling thread's tid: from glibc's thread descriptor (a load at a
-/// fixed offset from `%fs`, where a thread-local of this shared library
-/// would cost a `__tls_get_addr` call; and right in a forked child, where
-/// glibc updates it), else klock's cached copy.
-#[inline]
-fn me() -> u32 {
-    if TCB_TID.load(Relaxed) {
-        let tid = klock::thread::glibc_descriptor_tid();
-        if tid != 0 {
-            return tid;
-        }
-    }
-    me_cached()
-}
-
-/// klock's cached tid, out of line: inlined, the compiler read the
-/// thread-local ahead of the test above (a thread-local's address counts
-/// as free to compute early), so every call paid the `__tls_get_addr`
-/// that reading the tid from glibc's descriptor is there to avoid.
-#[cold]
-#[inline(never)]
-fn me_cached() -> u32 {
-    klock::thread::current_tid()
-}
+// The calling thread's tid, `me()`: from glibc's thread descriptor (a
+// load at a fixed offset from `%fs`; in a forked child glibc has updated
+// it) where that is checked to work, else klock's cached copy, a
+// thread-local, which in this shared library costs a `__tls_get_addr`
+// call (see the macro).
+klock::glibc_tid_reader!(fn me);
 
 /// glibc's own definition of the function `name`: the next one after
 /// this library in the lookup order, resolved once into `cache`. Aborts

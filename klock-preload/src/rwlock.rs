@@ -404,10 +404,14 @@ fn unlock(r: &RawRwSem) -> c_int {
         unsafe { r.raw_unlock_exclusive(write_guard()) };
         return 0;
     }
-    // SAFETY (the closure): this thread took a read hold and recorded it.
-    match reads::with(|t| t.drop_hold(addr_of(r), || unsafe { r.raw_unlock_shared() })) {
-        Dropped::Counted | Dropped::Last => 0,
+    match reads::with(|t| t.drop_hold(addr_of(r))) {
+        Dropped::Counted => 0,
         Dropped::None => libc::EPERM,
+        Dropped::Last => {
+            // SAFETY: this thread took a read hold and recorded it.
+            unsafe { r.raw_unlock_shared() };
+            0
+        }
         // No list to ask: trust the caller as far as the lock word allows.
         Dropped::Unknown if r.is_write_held() || !r.is_held() => libc::EPERM,
         Dropped::Unknown => {

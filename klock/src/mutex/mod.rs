@@ -333,10 +333,16 @@ pub fn set_handoff_ns(ns: u64) {
     HANDOFF_AFTER.store(ns, core::sync::atomic::Ordering::Relaxed);
 }
 
+/// The identity thread `tid` writes into the owner word.
+#[inline(always)]
+fn id_of(tid: u32) -> usize {
+    (tid as usize) << OWNER_SHIFT
+}
+
 /// The identity the calling thread writes into the owner word.
 #[inline(always)]
 fn my_id() -> usize {
-    (thread::current_tid() as usize) << OWNER_SHIFT
+    id_of(thread::current_tid())
 }
 
 #[inline(always)]
@@ -541,7 +547,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     /// owner word and the guard name it.
     #[inline]
     pub fn raw_lock_as(&self, tid: u32) -> OwnerGuard {
-        let me = (tid as usize) << OWNER_SHIFT;
+        let me = id_of(tid);
         // (0, -) -> (me, -). Acquire pairs with the Release of the previous
         // owner's unlock.
         match self.owner.compare_exchange(0, me, Acquire, Relaxed) {

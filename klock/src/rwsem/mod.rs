@@ -319,9 +319,15 @@ pub const OWNER_SHIFT: u32 = 3;
 /// Mask of the tid field.
 pub const OWNER_MASK: usize = !OWNER_FLAGS;
 
+/// The owner-word identity of thread `tid`.
+#[inline(always)]
+fn id_of(tid: u32) -> usize {
+    (tid as usize) << OWNER_SHIFT
+}
+
 #[inline(always)]
 fn my_id() -> usize {
-    (thread::current_tid() as usize) << OWNER_SHIFT
+    id_of(thread::current_tid())
 }
 
 #[inline(always)]
@@ -407,7 +413,7 @@ impl WriteGuard {
     /// `tid` must be the thread that write-holds the lock.
     #[inline(always)]
     pub fn rebuilt(tid: u32) -> Self {
-        Self::seen((tid as usize) << OWNER_SHIFT, WRITER_LOCKED)
+        Self::seen(id_of(tid), WRITER_LOCKED)
     }
 }
 
@@ -634,7 +640,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// ([`thread::current_tid`]) for the owner word to name a reader.
     #[inline]
     pub fn raw_lock_shared_as(&self, tid: u32) -> ReadGuard {
-        if !self.read_fast((tid as usize) << OWNER_SHIFT) {
+        if !self.read_fast(id_of(tid)) {
             self.read_slow(None);
         }
         ReadGuard::new()
@@ -790,7 +796,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// `tid` must be the caller's: the owner word and the guard name it.
     #[inline]
     pub fn raw_lock_exclusive_as(&self, tid: u32) -> WriteGuard {
-        let me = (tid as usize) << OWNER_SHIFT;
+        let me = id_of(tid);
         // (0,0,-) -> (0,1,-). Acquire pairs with the Release of the last unlock.
         match self
             .count

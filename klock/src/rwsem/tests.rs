@@ -201,16 +201,23 @@ fn wait_count(l: &RawRwSem, what: &str, f: impl Fn(u64) -> bool) {
 }
 
 /// The write guard's hint names the count the writer left (exactly
-/// `WRITER_LOCKED` on a free lock); a reader that queues first sets
-/// `FRONT_READER` with `WAITERS`; and an unlock whose hint went stale
-/// (its CAS fails on those bits) still lets that reader in. (That no
-/// writer gets in before the reader is loom's grant model.)
+/// `WRITER_LOCKED` on a free lock), which is what a guard rebuilt from the
+/// tid carries (`WriteGuard::rebuilt`, for a C API that cannot keep the
+/// guard); a reader that queues first sets `FRONT_READER` with
+/// `WAITERS`; and an unlock whose hint went stale (its CAS fails on those
+/// bits), here with the rebuilt guard, still lets that reader in. (That
+/// no writer gets in before the reader is loom's grant model.)
 #[test]
 fn guard_hint_and_stale_hint_unlock() {
     let l: &'static RawRwSem = Box::leak(Box::new(RawRwSem::new()));
     let g = l.raw_lock_exclusive();
     assert_eq!(g.seen_count(), WRITER_LOCKED);
     assert_eq!(g.identity(), my_id());
+    let rebuilt = WriteGuard::rebuilt(thread::current_tid());
+    assert_eq!(
+        (rebuilt.seen_count(), rebuilt.identity()),
+        (g.seen_count(), g.identity())
+    );
     for (hint, &count) in SEEN_COUNTS.iter().enumerate() {
         let h = WriteGuard::seen(my_id(), count);
         assert_eq!(
@@ -232,8 +239,9 @@ fn guard_hint_and_stale_hint_unlock() {
     wait_count(l, "the reader to queue", |c| {
         c & (WAITERS | FRONT_READER) == WAITERS | FRONT_READER
     });
-    // SAFETY: held with `g`; its hint (WRITER_LOCKED) is stale now.
-    unsafe { l.raw_unlock_exclusive(g) };
+    // SAFETY: held, by us, as `rebuilt` says; its hint (WRITER_LOCKED)
+    // is stale now.
+    unsafe { l.raw_unlock_exclusive(rebuilt) };
     let seen = rx.recv().unwrap();
     assert_eq!(readers_of(seen), 1, "the reader was granted: {seen:#x}");
     reader.join().unwrap();
