@@ -1,7 +1,8 @@
 /*
  * Uncontended cost of klock's C API next to glibc's pthread locks: one
  * thread locks and unlocks each lock in a loop; prints the best of 7 runs
- * in ns per lock+unlock pair. A second thread is started (and joined)
+ * in ns per lock+unlock pair, then trylock+unlock pairs of the mutexes and the rw-semaphore. A
+ * second thread is started (and joined)
  * first, so that glibc's locks use atomic instructions, as in any
  * program with threads.
  *
@@ -73,5 +74,17 @@ int main(void) {
        klock_rwlock_unlock(&krw));
   BEST("pthread_spin", pthread_spin_lock(&ps), pthread_spin_unlock(&ps));
   BEST("klock_spin", klock_spin_lock(&ks), klock_spin_unlock(&ks));
+  BEST("pthread_mutex try", pthread_mutex_trylock(&pm), pthread_mutex_unlock(&pm));
+  BEST("klock_mutex try", klock_mutex_trylock(&km), klock_mutex_unlock(&km));
+  BEST("klock_rtmutex try", klock_rtmutex_trylock(&krt),
+       klock_rtmutex_unlock(&krt));
+  BEST("pthread_rwlock tryrd", pthread_rwlock_tryrdlock(&prw),
+       pthread_rwlock_unlock(&prw));
+  BEST("klock_rwsem tryrd", klock_rwsem_tryrdlock(&krs),
+       klock_rwsem_unlock(&krs));
+  BEST("pthread_rwlock trywr", pthread_rwlock_trywrlock(&prw),
+       pthread_rwlock_unlock(&prw));
+  BEST("klock_rwsem trywr", klock_rwsem_trywrlock(&krs),
+       klock_rwsem_unlock(&krs));
   return 0;
 }

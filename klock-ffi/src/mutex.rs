@@ -112,7 +112,7 @@ impl MutexImpl {
     }
 
     fn trylock(&self) -> Result<(), c_int> {
-        let g = self.raw().try_lock().ok_or(libc::EBUSY)?;
+        let g = self.raw().raw_try_lock_as(me()).ok_or(libc::EBUSY)?;
         // SAFETY: we hold it with `g`.
         unsafe { self.put_guard(g) };
         Ok(())

@@ -56,7 +56,7 @@ impl RtImpl {
     }
 
     fn trylock(&self) -> Result<(), c_int> {
-        let g = self.raw.try_lock().ok_or(libc::EBUSY)?;
+        let g = self.raw.raw_try_lock_as(me()).ok_or(libc::EBUSY)?;
         self.took(Ok(g))
     }
 

@@ -33,6 +33,20 @@ pub(crate) trait RwRaw: lock_api::RawRwLock {
         let _ = tid;
         self.lock_exclusive()
     }
+    /// Read-lock if that needs no waiting; `tid` as for
+    /// [`lock_shared_as`](Self::lock_shared_as).
+    #[inline(always)]
+    fn try_lock_shared_as(&self, tid: u32) -> Option<Self::SharedGuard> {
+        let _ = tid;
+        self.try_lock_shared()
+    }
+    /// Write-lock if it is free; `tid` as for
+    /// [`lock_shared_as`](Self::lock_shared_as).
+    #[inline(always)]
+    fn try_lock_exclusive_as(&self, tid: u32) -> Option<Self::ExclusiveGuard> {
+        let _ = tid;
+        self.try_lock_exclusive()
+    }
 }
 
 /// The layout inside the opaque C type; all-zero bytes are an unlocked
@@ -85,7 +99,10 @@ impl<R: RwRaw> RwImpl<R> {
     }
 
     pub(crate) fn tryrdlock(&self) -> Result<(), c_int> {
-        self.raw.try_lock_shared().map(drop).ok_or(libc::EBUSY)
+        self.raw
+            .try_lock_shared_as(me())
+            .map(drop)
+            .ok_or(libc::EBUSY)
     }
 
     pub(crate) fn timedrdlock(
@@ -113,7 +130,7 @@ impl<R: RwRaw> RwImpl<R> {
     }
 
     pub(crate) fn trywrlock(&self) -> Result<(), c_int> {
-        self.wrote(self.raw.try_lock_exclusive(), libc::EBUSY)
+        self.wrote(self.raw.try_lock_exclusive_as(me()), libc::EBUSY)
     }
 
     pub(crate) fn timedwrlock(

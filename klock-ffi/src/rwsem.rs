@@ -50,6 +50,14 @@ impl RwRaw for RawRwSem {
     fn lock_exclusive_as(&self, tid: u32) -> WriteGuard {
         self.raw_lock_exclusive_as(tid)
     }
+    #[inline(always)]
+    fn try_lock_shared_as(&self, tid: u32) -> Option<ReadGuard> {
+        self.raw_try_lock_shared_as(tid)
+    }
+    #[inline(always)]
+    fn try_lock_exclusive_as(&self, tid: u32) -> Option<WriteGuard> {
+        self.raw_try_lock_exclusive_as(tid)
+    }
 }
 
 /// Initialise `l` as an unlocked rw-semaphore. Same as

@@ -175,7 +175,7 @@ pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_in
                     if stat::on() {
                         stat::lock_shared(
                             addr_of(r),
-                            || r.raw_try_lock_shared().is_some(),
+                            || r.raw_try_lock_shared_as(me()).is_some(),
                             || {
                                 let _ = r.raw_lock_shared_as(me());
                                 true
@@ -208,7 +208,7 @@ pub unsafe extern "C" fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c
             read_lock(
                 r,
                 || {
-                    let got = r.raw_try_lock_shared().is_some();
+                    let got = r.raw_try_lock_shared_as(me()).is_some();
                     if got && stat::on() {
                         stat::acquired(addr_of(r), Kind::RwLock, false);
                     }
@@ -230,15 +230,19 @@ fn timedrd(r: &RawRwSem, clock: libc::clockid_t, ts: *const timespec) -> c_int {
         r,
         || {
             let deadline = klock::sys::deadline_after(left);
-            let timed = || r.raw_try_lock_shared_until_ns(deadline).is_some();
+            let timed = || r.raw_try_lock_shared_until_ns_as(me(), deadline).is_some();
             if left.is_zero() {
-                let got = r.raw_try_lock_shared().is_some();
+                let got = r.raw_try_lock_shared_as(me()).is_some();
                 if got && stat::on() {
                     stat::acquired(addr_of(r), Kind::RwLock, false);
                 }
                 got
             } else if stat::on() {
-                stat::lock_shared(addr_of(r), || r.raw_try_lock_shared().is_some(), timed)
+                stat::lock_shared(
+                    addr_of(r),
+                    || r.raw_try_lock_shared_as(me()).is_some(),
+                    timed,
+                )
             } else {
                 timed()
             }
@@ -258,7 +262,7 @@ fn timedwr(r: &RawRwSem, clock: libc::clockid_t, ts: *const timespec) -> c_int {
     }
     let deadline = klock::sys::deadline_after(left);
     let got = if left.is_zero() {
-        let got = r.raw_try_lock_exclusive().is_some();
+        let got = r.raw_try_lock_exclusive_as(me()).is_some();
         if got && stat::on() {
             stat::acquired(addr_of(r), Kind::RwLock, true);
         }
@@ -267,11 +271,15 @@ fn timedwr(r: &RawRwSem, clock: libc::clockid_t, ts: *const timespec) -> c_int {
         stat::lock_exclusive(
             addr_of(r),
             Kind::RwLock,
-            || r.raw_try_lock_exclusive().is_some(),
-            || r.raw_try_lock_exclusive_until_ns(deadline).is_some(),
+            || r.raw_try_lock_exclusive_as(me()).is_some(),
+            || {
+                r.raw_try_lock_exclusive_until_ns_as(me(), deadline)
+                    .is_some()
+            },
         )
     } else {
-        r.raw_try_lock_exclusive_until_ns(deadline).is_some()
+        r.raw_try_lock_exclusive_until_ns_as(me(), deadline)
+            .is_some()
     };
     if got {
         0
@@ -328,7 +336,7 @@ pub unsafe extern "C" fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_in
                 stat::lock_exclusive(
                     addr_of(r),
                     Kind::RwLock,
-                    || r.raw_try_lock_exclusive().is_some(),
+                    || r.raw_try_lock_exclusive_as(me()).is_some(),
                     || {
                         let _ = r.raw_lock_exclusive_as(me());
                         true
@@ -352,7 +360,7 @@ pub unsafe extern "C" fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) -> c
     crate::forward_family!(Rwlock, pthread_rwlock_trywrlock: fn(*mut pthread_rwlock_t) -> c_int, l);
     // SAFETY: the caller's contract.
     unsafe {
-        with(l, |r| match r.raw_try_lock_exclusive() {
+        with(l, |r| match r.raw_try_lock_exclusive_as(me()) {
             Some(_) => {
                 if stat::on() {
                     stat::acquired(addr_of(r), Kind::RwLock, true);

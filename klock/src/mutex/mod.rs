@@ -573,7 +573,14 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     /// waiter); never spins or sleeps.
     #[inline]
     pub fn raw_try_lock(&self) -> Option<OwnerGuard> {
-        let me = my_id();
+        self.raw_try_lock_as(thread::current_tid())
+    }
+
+    /// [`raw_try_lock`](Self::raw_try_lock) by a caller that has its tid
+    /// at hand (see [`raw_lock_as`](Self::raw_lock_as)).
+    #[inline]
+    pub fn raw_try_lock_as(&self, tid: u32) -> Option<OwnerGuard> {
+        let me = id_of(tid);
         // Acquire: as in raw_lock.
         let got = self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok()
             || self.try_lock_slow(me, false);

@@ -117,3 +117,19 @@ fn unlock_by_non_owner_panics() {
     // A guard from `other`, used on `m` held by another thread.
     unsafe { m.unlock(g) };
 }
+
+/// `raw_try_lock_as` (for callers that read their tid elsewhere, as the
+/// C library does) names exactly the tid it is given.
+#[test]
+fn try_lock_as_names_the_given_tid() {
+    let m = RawMutex::INIT;
+    let other = thread::current_tid() + 1;
+    let g = m.raw_try_lock_as(other).unwrap();
+    assert_eq!(m.owner_tid(), Some(other));
+    assert!(m.raw_try_lock_as(thread::current_tid()).is_none());
+    unsafe { m.unlock(g) };
+    let g = m.raw_try_lock().unwrap();
+    assert_eq!(m.owner_tid(), Some(thread::current_tid()));
+    unsafe { m.unlock(g) };
+    assert!(!m.is_locked());
+}

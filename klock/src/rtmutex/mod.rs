@@ -481,7 +481,14 @@ impl<const SPIN: u8> RawRtMutexWith<SPIN> {
     /// Take the lock if it is free; never spins or sleeps.
     #[inline]
     pub fn raw_try_lock(&self) -> Option<RtGuard> {
-        let me = thread::current_tid();
+        self.raw_try_lock_as(thread::current_tid())
+    }
+
+    /// [`raw_try_lock`](Self::raw_try_lock) by a caller that has its tid
+    /// at hand (see [`lock_checked_as`](Self::lock_checked_as)).
+    #[inline]
+    pub fn raw_try_lock_as(&self, tid: u32) -> Option<RtGuard> {
+        let me = tid;
         // Acquire: as in lock_checked.
         self.word
             .compare_exchange(0, me, Acquire, Relaxed)

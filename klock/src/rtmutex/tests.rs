@@ -75,3 +75,16 @@ fn errors_display() {
     assert!(RtMutexError::Deadlock.to_string().contains("EDEADLK"));
     assert!(RtMutexError::Kernel(3).to_string().contains("futex"));
 }
+
+/// `raw_try_lock_as` (for callers that read their tid elsewhere, as the
+/// C library does) names exactly the tid it is given.
+#[test]
+fn try_lock_as_names_the_given_tid() {
+    let m = RawRtMutex::INIT;
+    let other = thread::current_tid() + 1;
+    let g = m.raw_try_lock_as(other).unwrap();
+    assert_eq!((m.word(), g.owner_tid()), (other, other));
+    assert!(m.raw_try_lock_as(thread::current_tid()).is_none());
+    unsafe { m.unlock(g) };
+    assert_eq!(m.word(), 0);
+}

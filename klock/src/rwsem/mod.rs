@@ -649,6 +649,20 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// Take a read lock if that needs no waiting (no writer holds or waits).
     #[inline]
     pub fn raw_try_lock_shared(&self) -> Option<ReadGuard> {
+        self.try_read_as(my_id)
+    }
+
+    /// [`raw_try_lock_shared`](Self::raw_try_lock_shared) by a caller that
+    /// has its tid at hand (see [`raw_lock_shared_as`](Self::raw_lock_shared_as)).
+    #[inline]
+    pub fn raw_try_lock_shared_as(&self, tid: u32) -> Option<ReadGuard> {
+        self.try_read_as(|| id_of(tid))
+    }
+
+    /// The read trylock; `me` gives our owner-word identity, asked for
+    /// only once the lock is ours.
+    #[inline(always)]
+    fn try_read_as(&self, me: impl FnOnce() -> usize) -> Option<ReadGuard> {
         let mut c = self.count.load(Relaxed);
         while c & READ_FAILED_MASK == 0 {
             // Acquire pairs with the Release of the last write unlock.
@@ -657,7 +671,7 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
                 .compare_exchange_weak(c, c + READER_BIAS, Acquire, Relaxed)
             {
                 Ok(_) => {
-                    self.set_reader_owned(my_id());
+                    self.set_reader_owned(me());
                     return Some(ReadGuard::new());
                 }
                 Err(now) => c = now,
@@ -669,7 +683,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// Acquire a read lock unless `deadline_ns` ([`sys::monotonic_ns`]
     /// time) passes first.
     pub fn raw_try_lock_shared_until_ns(&self, deadline_ns: u64) -> Option<ReadGuard> {
-        (self.read_fast(my_id()) || self.read_slow(Some(deadline_ns))).then(ReadGuard::new)
+        self.raw_try_lock_shared_until_ns_as(thread::current_tid(), deadline_ns)
+    }
+
+    /// [`raw_try_lock_shared_until_ns`](Self::raw_try_lock_shared_until_ns)
+    /// by a caller that has its tid at hand (see
+    /// [`raw_lock_shared_as`](Self::raw_lock_shared_as)).
+    pub fn raw_try_lock_shared_until_ns_as(&self, tid: u32, deadline_ns: u64) -> Option<ReadGuard> {
+        (self.read_fast(id_of(tid)) || self.read_slow(Some(deadline_ns))).then(ReadGuard::new)
     }
 
     /// Release a read lock.
@@ -826,7 +847,15 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     /// Take the write lock if it is free (and not reserved by a hand-off).
     #[inline]
     pub fn raw_try_lock_exclusive(&self) -> Option<WriteGuard> {
-        let me = my_id();
+        self.raw_try_lock_exclusive_as(thread::current_tid())
+    }
+
+    /// [`raw_try_lock_exclusive`](Self::raw_try_lock_exclusive) by a
+    /// caller that has its tid at hand (see
+    /// [`raw_lock_shared_as`](Self::raw_lock_shared_as)).
+    #[inline]
+    pub fn raw_try_lock_exclusive_as(&self, tid: u32) -> Option<WriteGuard> {
+        let me = id_of(tid);
         let c = self.try_write_from(false)?;
         // Like the fast path: clears both nonspinnable bits.
         self.owner.store(me, Relaxed);
@@ -835,7 +864,18 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
 
     /// Acquire the write lock unless `deadline_ns` passes first.
     pub fn raw_try_lock_exclusive_until_ns(&self, deadline_ns: u64) -> Option<WriteGuard> {
-        let me = my_id();
+        self.raw_try_lock_exclusive_until_ns_as(thread::current_tid(), deadline_ns)
+    }
+
+    /// [`raw_try_lock_exclusive_until_ns`](Self::raw_try_lock_exclusive_until_ns)
+    /// by a caller that has its tid at hand (see
+    /// [`raw_lock_shared_as`](Self::raw_lock_shared_as)).
+    pub fn raw_try_lock_exclusive_until_ns_as(
+        &self,
+        tid: u32,
+        deadline_ns: u64,
+    ) -> Option<WriteGuard> {
+        let me = id_of(tid);
         if self
             .count
             .compare_exchange(0, WRITER_LOCKED, Acquire, Relaxed)

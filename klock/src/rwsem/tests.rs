@@ -282,3 +282,31 @@ fn front_reader_follows_the_front() {
     reader.join().unwrap();
     assert_eq!(l.count_word(), 0);
 }
+
+/// The `_as` trylocks (for callers that read their tid elsewhere, as the
+/// C libraries do) name exactly the tid they are given, as the plain
+/// ones name the caller's.
+#[test]
+fn try_as_entry_points_name_the_given_tid() {
+    let l = Spin::new();
+    let tid = thread::current_tid();
+    let other = tid + 1;
+    let r = l.raw_try_lock_shared_as(other).unwrap();
+    assert_eq!(l.owner_word(), id_of(other) | READER_OWNED);
+    unsafe { l.unlock_shared(r) };
+    let w = l.raw_try_lock_exclusive_as(other).unwrap();
+    assert_eq!((l.owner_word(), w.identity()), (id_of(other), id_of(other)));
+    assert!(l.raw_try_lock_shared_as(tid).is_none());
+    unsafe { l.unlock_exclusive(w) };
+    let deadline = crate::sys::monotonic_ns() + 1_000_000;
+    let r = l.raw_try_lock_shared_until_ns_as(other, deadline).unwrap();
+    assert_eq!(l.owner_word(), id_of(other) | READER_OWNED);
+    assert!(l.raw_try_lock_exclusive_as(tid).is_none());
+    unsafe { l.unlock_shared(r) };
+    let w = l.raw_try_lock_exclusive_until_ns_as(tid, deadline).unwrap();
+    assert_eq!(l.owner_word(), my_id());
+    assert_eq!(w.identity(), my_id());
+    assert!(l.raw_try_lock_exclusive().is_none());
+    unsafe { l.unlock_exclusive(w) };
+    assert_eq!(l.count_word(), 0);
+}
