@@ -62,7 +62,9 @@ pub fn compile_c(src: &str, out: &Path, extra: &[&str]) {
 /// Stop a server started with its stderr piped: send `signal` (the
 /// server's own way out, through `exit`, which prints the lock profile),
 /// wait up to 10 s (then kill it and fail), and return its exit status
-/// and everything it wrote to stderr.
+/// and everything it wrote to stderr. The pipe is drained while the
+/// server exits: a profile longer than the pipe's buffer would
+/// otherwise block the server in its last write.
 #[allow(dead_code)] // not every including test runs a server
 pub fn stop_server(
     mut server: std::process::Child,
@@ -71,6 +73,14 @@ pub fn stop_server(
 ) -> (std::process::ExitStatus, String) {
     use std::io::Read;
     use std::time::{Duration, Instant};
+    let mut stderr = server.stderr.take().expect("stderr piped");
+    let reader = std::thread::spawn(move || {
+        let mut err = String::new();
+        stderr
+            .read_to_string(&mut err)
+            .expect("the server's stderr");
+        err
+    });
     let pid = rustix::process::Pid::from_raw(server.id() as i32).expect("a child's pid");
     let _ = rustix::process::kill_process(pid, signal);
     let start = Instant::now();
@@ -84,12 +94,6 @@ pub fn stop_server(
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let mut err = String::new();
-    server
-        .stderr
-        .take()
-        .expect("stderr piped")
-        .read_to_string(&mut err)
-        .expect("the server's stderr");
+    let err = reader.join().expect("the stderr reader");
     (status, err)
 }
