@@ -1,7 +1,12 @@
 # Sourced by the bench scripts beside it: `bench_setup NAME COMMAND`
-# sets `root` (the repository), `so` (the built preload library) and
-# `tmp` (a directory removed at exit), after checking that COMMAND is
-# installed and the library built; `median` prints the median of the
+# sets `root` (the repository), `so` (the built preload library), `tmp`
+# (a directory removed at exit, where a server's pid goes in "$tmp/pid":
+# killed at exit too) and `port` (a base for the servers' ports), after
+# checking that COMMAND is installed and the library built;
+# `stop_server` stops the server in "$tmp/pid" (SIGINT, its own way out,
+# which prints the lock profile) and waits for it; `alternate ROUNDS`
+# calls the script's `run NAME ENV...` on glibc's locks, klock's and
+# klock's with the profile, ROUNDS times; `median` prints the median of the
 # numbers on its input, one per line; `summary UNIT BASE NAME...` prints
 # the medians of "$tmp/results" (lines `NAME VALUE`) over BASE's and the
 # paired ratios.
@@ -13,7 +18,24 @@ bench_setup() {
     command -v "$needs" >/dev/null || { echo "$name: $needs is not installed" >&2; exit 2; }
     [ -f "$so" ] || { echo "$name: $so missing: run cargo build --release" >&2; exit 2; }
     tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
+    trap 'kill $(cat "$tmp"/pid 2>/dev/null) 2>/dev/null || true; rm -rf "$tmp"' EXIT
+    # Below the kernel's ephemeral range (32768 up), where a load's own
+    # connections take their ports.
+    port=$((12000 + $$ % 10000 * 2))
+}
+
+stop_server() {
+    kill -INT "$(cat "$tmp/pid")"
+    wait "$(cat "$tmp/pid")" 2>/dev/null || true
+    rm -f "$tmp/pid"
+}
+
+alternate() {
+    for _ in $(seq "$1"); do
+        run glibc
+        run klock LD_PRELOAD="$so"
+        run klock+stat LD_PRELOAD="$so" KLOCK_STAT=1
+    done
 }
 
 median() {

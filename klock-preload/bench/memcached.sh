@@ -19,11 +19,7 @@ workers=${4:-4}
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 bench_setup memcached.sh memcached
-trap 'kill $(cat "$tmp"/pid 2>/dev/null) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 cc -O2 -o "$tmp/load" "$root/klock-preload/bench/memcached_load.c" -lpthread
-# Below the kernel's ephemeral range (32768 up), where the load's own
-# connections take their ports.
-port=$((12000 + $$ % 10000 * 2))
 
 # run NAME ENV...: one server under the given environment, one load run.
 run() {
@@ -44,18 +40,12 @@ run() {
         cat "$tmp/$name.err" >&2
         exit 1
     fi
-    kill -INT "$(cat "$tmp/pid")"
-    wait "$(cat "$tmp/pid")" 2>/dev/null || true
-    rm -f "$tmp/pid"
+    stop_server
     echo "$out" | awk -v n="$name" '{print n, $4}' >>"$tmp/results"
     printf '%-12s %s\n' "$name" "$out"
 }
 
 echo "memcached $(memcached -V | cut -d' ' -f2), $workers worker threads; $clients client connections, $secs s a run; $(nproc) CPUs"
-for r in $(seq "$rounds"); do
-    run glibc
-    run klock LD_PRELOAD="$so"
-    run klock+stat LD_PRELOAD="$so" KLOCK_STAT=1
-done
+alternate "$rounds"
 echo
 summary req/s glibc glibc klock klock+stat

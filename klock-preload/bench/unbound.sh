@@ -27,8 +27,6 @@ clients=${4:-4}
 . "$(dirname "$0")/lib.sh"
 bench_setup unbound.sh unbound
 command -v dnsperf >/dev/null || { echo "unbound.sh: dnsperf is not installed" >&2; exit 2; }
-trap 'kill $(cat "$tmp"/pid 2>/dev/null) 2>/dev/null || true; rm -rf "$tmp"' EXIT
-port=$((12000 + $$ % 10000 * 2))
 
 {
     printf '$ORIGIN bench.\n$TTL 86400\n'
@@ -75,9 +73,7 @@ EOF
     done
     dnsperf -s 127.0.0.1 -p "$port" -d "$tmp/queries" -l "$secs" -c "$clients" \
         >"$tmp/$name.out" 2>&1 || true
-    kill -INT "$(cat "$tmp/pid")"
-    wait "$(cat "$tmp/pid")" 2>/dev/null || true
-    rm -f "$tmp/pid"
+    stop_server
     local qps sent done codes
     qps=$(awk '/Queries per second:/ { print $4 }' "$tmp/$name.out")
     sent=$(awk '/Queries sent:/ { print $3 }' "$tmp/$name.out")
@@ -93,11 +89,7 @@ EOF
 }
 
 echo "unbound $(unbound -V | awk 'NR == 1 { print $2 }'), $threads threads; dnsperf, $clients clients, $secs s a run; $(nproc) CPUs"
-for _ in $(seq "$rounds"); do
-    run glibc
-    run klock LD_PRELOAD="$so"
-    run klock+stat LD_PRELOAD="$so" KLOCK_STAT=1
-done
+alternate "$rounds"
 echo
 summary queries/s glibc glibc klock klock+stat
 echo

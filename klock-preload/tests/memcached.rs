@@ -17,23 +17,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-fn have_memcached() -> bool {
-    Command::new("memcached")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 #[test]
 fn memcached_serves_a_load_without_lost_updates() {
-    if !have_memcached() {
-        assert!(
-            std::env::var_os("KLOCK_REQUIRE_MEMCACHED").is_none(),
-            "KLOCK_REQUIRE_MEMCACHED is set but memcached is not installed"
-        );
-        eprintln!("memcached is not installed: test skipped");
+    if !common::server_installed("memcached", "KLOCK_REQUIRE_MEMCACHED") {
         return;
     }
     let so = common::build_preload();

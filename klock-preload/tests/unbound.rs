@@ -22,15 +22,6 @@ mod common;
 
 const NAMES: u32 = 1000;
 
-fn have_unbound() -> bool {
-    Command::new("unbound")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// The address the zone gives `h<i>.bench.`.
 fn address(i: u32) -> [u8; 4] {
     [10, (i / 256) as u8, (i % 256) as u8, 1]
@@ -118,12 +109,7 @@ fn client(port: u16) -> UdpSocket {
 
 #[test]
 fn unbound_answers_every_query_right() {
-    if !have_unbound() {
-        assert!(
-            std::env::var_os("KLOCK_REQUIRE_UNBOUND").is_none(),
-            "KLOCK_REQUIRE_UNBOUND is set but unbound is not installed"
-        );
-        eprintln!("unbound is not installed: test skipped");
+    if !common::server_installed("unbound", "KLOCK_REQUIRE_UNBOUND") {
         return;
     }
     let so = common::build_preload();

@@ -59,6 +59,28 @@ pub fn compile_c(src: &str, out: &Path, extra: &[&str]) {
     assert!(status.success(), "compiling {src} failed");
 }
 
+/// Whether the server `command` is installed (`command -V` succeeds);
+/// if not, says the test is skipped, and fails it instead when the
+/// environment variable `require` is set (CI sets it where it installed
+/// the server).
+#[allow(dead_code)] // not every including test runs a server
+pub fn server_installed(command: &str, require: &str) -> bool {
+    let found = std::process::Command::new(command)
+        .arg("-V")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(
+            std::env::var_os(require).is_none(),
+            "{require} is set but {command} is not installed"
+        );
+        eprintln!("{command} is not installed: test skipped");
+    }
+    found
+}
+
 /// Stop a server started with its stderr piped: send `signal` (the
 /// server's own way out, through `exit`, which prints the lock profile),
 /// wait up to 10 s (then kill it and fail), and return its exit status
