@@ -5,7 +5,9 @@
  * thread, 5*10^7 pairs around a counter increment, three rounds, ns per
  * pair. It measures the store-to-load forwarding cost the queued
  * spinlock's unlock meets (docs/locks/spinlock.md): a 1-byte store
- * followed by a 4-byte CAS of the same word.
+ * followed by a 4-byte CAS of the same word; and the pairs a lock taken
+ * and released at one byte's width would make, with a load of the next
+ * byte (the queued spinlock's pending byte) after or before its CAS.
  *
  *   cc -O2 -o access_widths bench/access_widths.c && ./access_widths
  */
@@ -64,6 +66,20 @@ int main(void) {
           CAS(uint8_t, &w);
           if (__atomic_load_n(&w, __ATOMIC_RELAXED) & 0x100)
             counter += 2;
+        }),
+        STORE(uint8_t, &w));
+    RUN("1-byte CAS, load of byte 1, 1-byte store",
+        ({
+          CAS(uint8_t, &w);
+          if (__atomic_load_n((volatile uint8_t *)&w + 1, __ATOMIC_RELAXED))
+            counter += 2;
+        }),
+        STORE(uint8_t, &w));
+    RUN("load of byte 1, 1-byte CAS, 1-byte store",
+        ({
+          while (__atomic_load_n((volatile uint8_t *)&w + 1, __ATOMIC_RELAXED))
+            ;
+          CAS(uint8_t, &w);
         }),
         STORE(uint8_t, &w));
   }
