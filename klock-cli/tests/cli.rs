@@ -195,6 +195,55 @@ fn smoke_bench_writes_every_contract_field() {
 }
 
 #[test]
+fn a_lock_or_thread_count_named_twice_runs_once() {
+    let dir = std::env::temp_dir().join(format!("klock-cli-twice-{}", std::process::id()));
+    let json = dir.join("t.json");
+    let o = klock(&[
+        "bench",
+        "mutex",
+        "--duration",
+        "10ms",
+        "--warmup",
+        "10ms",
+        "--runs",
+        "1",
+        "--threads",
+        "2,1,2",
+        "--locks",
+        "ttas,mutex,ttas",
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        dir.join("t.svg").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let mut cells: Vec<(String, u64)> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["lock"].as_str().unwrap().to_string(),
+                r["threads"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    cells.sort();
+    let want: Vec<(String, u64)> = [
+        ("klock-mutex", 1),
+        ("klock-mutex", 2),
+        ("ttas", 1),
+        ("ttas", 2),
+    ]
+    .iter()
+    .map(|&(l, t)| (l.to_string(), t))
+    .collect();
+    assert_eq!(cells, want, "{}", text(&o));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn json_says_which_build_and_command_made_it() {
     let dir = std::env::temp_dir().join(format!("klock-cli-trace-{}", std::process::id()));
     let json = dir.join("u.json");

@@ -104,11 +104,15 @@ impl Options {
                 let suite = suites::find(name)?;
                 let spec = suite.spec();
                 let defaults = self.locks.is_empty();
-                let ids: Vec<&str> = if defaults {
+                let mut ids: Vec<&str> = if defaults {
                     spec.default_locks.to_vec()
                 } else {
                     self.locks.iter().map(|s| s.as_str()).collect()
                 };
+                // A lock named twice runs once, where it was first named
+                // (as a thread count given twice does).
+                let mut seen = std::collections::HashSet::new();
+                ids.retain(|id| seen.insert(*id));
                 let mut locks = ids
                     .iter()
                     .map(|id| registry::find(id))
