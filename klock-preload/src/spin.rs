@@ -17,7 +17,6 @@ use core::sync::atomic::{
     AtomicU32,
     Ordering::{Acquire, Relaxed, Release},
 };
-use klock::qspinlock::LOCKED_MASK;
 use klock::RawQSpinLock;
 use libc::pthread_spinlock_t;
 
@@ -181,8 +180,9 @@ pub unsafe extern "C" fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_i
         // SAFETY: the caller's contract.
         match unsafe { raw(l) } {
             Ok((w, q)) => {
-                let v = w.load(Relaxed);
-                let got = if v & PSHARED != 0 {
+                // The pending byte alone first, as in the unlock.
+                let got = if q.pending_byte() & PSHARED != 0 {
+                    let v = w.load(Relaxed);
                     // Acquire: as in tas_lock.
                     v & TAS_LOCKED == 0
                         && w.compare_exchange(v, v | TAS_LOCKED, Acquire, Relaxed)
@@ -217,11 +217,14 @@ pub unsafe extern "C" fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_in
         // SAFETY: the caller's contract.
         match unsafe { raw(l) } {
             Ok((w, q)) => {
-                let v = w.load(Relaxed);
-                if v & PSHARED != 0 {
+                // The two bytes at their own width, not the word: a 4-byte
+                // load just after the queued spinlock's byte-wide fast
+                // path waits for its store to drain (RawQSpinLock's
+                // locked_byte).
+                if q.pending_byte() & PSHARED != 0 {
                     // Release pairs with the next locker's Acquire CAS.
                     w.fetch_and(!TAS_LOCKED, Release);
-                } else if v & LOCKED_MASK != 0 {
+                } else if q.locked_byte() != 0 {
                     // A clear locked byte means nobody holds it (a pending
                     // or queued waiter sets it as it takes over), and the
                     // queued spinlock's unlock must not run then.

@@ -33,8 +33,9 @@
 //!   measured or read once, when the first lock spins; the owner-running
 //!   oracle ([`Config::oracle`]) is chosen once, when the first lock asks
 //!   for it; the lockstat dump at exit ([`Config::lockstat_dump_at_exit`])
-//!   is decided when the first tracked lock is created; the spinlock's
-//!   fast-path unlock ([`Config::spin_unlock`]) at the first such unlock.
+//!   is decided when the first tracked lock is created; the native
+//!   spinlock's fast-path unlock ([`Config::spin_unlock`]) at the first
+//!   such unlock.
 //!   Setting one of
 //!   them later has no effect, and [`Config::apply`] says so with a
 //!   [`ConfigError`] naming it (after applying everything else). To change
@@ -61,7 +62,7 @@
 //! | `KLOCK_ONCPU` | [`Config::oracle`] (fixed at first use) | `auto`, `bpf`, `budget` | `auto` |
 //! | `KLOCK_LOCKSTAT` | [`Config::lockstat_dump_at_exit`] (fixed at first use) | `1` | off |
 //! | `KLOCK_BPF_HOOK` | [`Config::bpf_hook`] | `tp_btf`, `tracepoint` | `tp_btf`, else `tracepoint` |
-//! | `KLOCK_SPIN_UNLOCK` | [`Config::spin_unlock`] (fixed at first use) | `auto`, `store`, `rmw` | `auto`: the cheaper on this CPU, timed once |
+//! | `KLOCK_SPIN_UNLOCK` | [`Config::spin_unlock`] (fixed at first use): the native spinlock's unlock on x86-64 | `auto`, `store`, `rmw` | `auto`: the cheaper on this CPU, timed once |
 //!
 //! Variables that only the `klock` command or the test suite read (not the
 //! library): `KLOCK_ONCPU` is also read by `klock` itself (unset: every
@@ -239,9 +240,12 @@ impl Config {
         self
     }
 
-    /// How a spinlock's fast-path owner unlocks on x86-64
-    /// (`KLOCK_SPIN_UNLOCK`; see [`crate::qspinlock::unlock`]). Fixed at
-    /// the first such unlock.
+    /// How the native spinlock's
+    /// ([`RawQSpinLockNative`](crate::RawQSpinLockNative)) fast-path owner
+    /// unlocks on x86-64 (`KLOCK_SPIN_UNLOCK`; see
+    /// [`crate::qspinlock::unlock`]). Fixed at the first such unlock. The
+    /// default [`crate::SpinLock`] always unlocks with the byte store
+    /// there, the width of its fast path.
     pub fn spin_unlock(mut self, how: SpinUnlock) -> Self {
         self.spin_unlock = Some(how);
         self

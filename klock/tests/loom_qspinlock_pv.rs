@@ -21,7 +21,8 @@
 mod support;
 
 use klock::qspinlock::broken::{
-    BlindUnlock, DropDeferredKick, KickBeforeBaton, SleepOnPlainOwner, StealIgnoresPending,
+    BlindUnlock, DropDeferredKick, KickBeforeBaton, PendingTakeByAdd, SleepOnPlainOwner,
+    StealIgnoresPending,
 };
 use klock::qspinlock::{Probe, RawQSpinLockWith};
 use loom::sync::Arc;
@@ -94,9 +95,11 @@ model_lock!(KickBeforeBaton<N>, |l| &l.0);
 model_lock!(StealIgnoresPending<N>, |l| &l.0);
 model_lock!(SleepOnPlainOwner<N>, |l| &l.0);
 model_lock!(DropDeferredKick<N>, |l| &l.0);
+model_lock!(PendingTakeByAdd<N>, |l| &l.0);
 
 probe_coverage!(Probe {
     steals,
+    give_backs,
     pending_taken,
     pending_timeouts,
     queued_behind,
@@ -196,12 +199,39 @@ fn held_model_relock<L: ModelLock>(
     relock: bool,
     lazy: bool,
 ) -> std::sync::Arc<Coverage> {
+    held_model_relock_in::<L>(
+        builder_for(waiters),
+        waiters,
+        slow_owner,
+        hold,
+        relock,
+        lazy,
+    )
+}
+
+/// The relock race with three preemptions: a waiter that read the lock
+/// free, then the relocker's byte CAS, then the waiter's take, then the
+/// relocker's look at the pending byte. One waiter, so still quick.
+fn relock_race<L: ModelLock>() -> std::sync::Arc<Coverage> {
+    let mut b = builder();
+    b.preemption_bound = Some(b.preemption_bound.unwrap_or(2).max(3));
+    held_model_relock_in::<L>(b, 1, true, pending_held, true, false)
+}
+
+/// [`held_model_relock`] under the model builder `b`.
+fn held_model_relock_in<L: ModelLock>(
+    b: loom::model::Builder,
+    waiters: usize,
+    slow_owner: bool,
+    hold: Hold,
+    relock: bool,
+    lazy: bool,
+) -> std::sync::Arc<Coverage> {
     let once: fn(&L, &Data, u32) = if lazy {
         lock_add_unlock_lazy
     } else {
         lock_add_unlock
     };
-    let b = builder_for(waiters);
     check(b, type_name::<L>(), move |c: &Coverage| {
         let lock = Arc::new(L::create());
         let data = Arc::new(Data::new(0));
@@ -304,8 +334,11 @@ fn lazy_baton_wakes_the_successor_at_unlock() {
 
 #[test]
 fn steal_respects_pending() {
-    let cov = held_model_relock::<Pv0>(1, true, pending_held, true, false);
+    let cov = relock_race::<Pv0>();
     assert!(cov.pending_taken.load(Relaxed) > 0, "{cov:?}");
+    // The relock's fast path took the byte while the waiter held pending,
+    // and gave it back.
+    assert!(cov.give_backs.load(Relaxed) > 0, "{cov:?}");
 }
 
 /// A head behind a fast-path owner (staged as the broken model below
@@ -354,6 +387,18 @@ fn broken_sleep_on_plain_owner_is_caught() {
     expect_model_failure("sleep on plain owner", || {
         held_model::<SleepOnPlainOwner<PL>>(1, false, waiter_queued);
     });
+}
+
+/// A pending holder that takes the lock with an add: the relock's fast
+/// path holds the locked byte for a moment before it sees the pending bit
+/// and gives the byte back; the add then makes two owners (a data race on
+/// the protected data) or a word no owner can release.
+#[test]
+fn broken_pending_take_by_add_is_caught() {
+    let msg = expect_model_failure("pending take by add", || {
+        relock_race::<PendingTakeByAdd<0>>();
+    });
+    assert!(msg.contains("Causality violation"), "{msg}");
 }
 
 /// A steal that ignores the pending bit overtakes the thread that holds

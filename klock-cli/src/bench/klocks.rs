@@ -127,8 +127,8 @@ impl TryBench for KMutexCompact {
 }
 
 /// The (paravirt) queued spinlock, always unlocked with the 32-bit RMW,
-/// beside `qspinlock`, whose plain unlock is whichever of byte store and
-/// RMW the process found faster.
+/// beside `qspinlock`, whose plain unlock on x86-64 is the byte store, the
+/// width of its byte-CAS fast path.
 pub struct QSpinRmw(klock::RawQSpinLock);
 
 impl BenchLock for QSpinRmw {

@@ -41,7 +41,7 @@ macro_rules! locks {
                 klock("klock native queued spinlock without the pending->locked wait")),
             (QSpinRmw, "qspinlock-rmw",
                 bench("klock-qspinlock", "paravirt,pending-loops=512,unlock=rmw",
-                    "klock::SpinLock through its raw calls, always unlocking with the 32-bit RMW (qspinlock uses whichever of byte store and RMW this CPU runs faster)"),
+                    "klock::SpinLock through its raw calls, always unlocking with the 32-bit RMW (qspinlock takes and releases the locked byte at one width on x86-64: byte CAS, byte store)"),
                 NO_TORTURE),
             (KMutex<{ klock::mutex::OWNER_SPIN }>, "mutex",
                 bench("klock-mutex", "owner-spin",

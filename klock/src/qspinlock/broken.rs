@@ -84,6 +84,14 @@ broken_lock!(
     true
 );
 broken_lock!(
+    /// Paravirt: the pending holder takes the lock with an add instead of
+    /// a CAS that expects a clear locked byte (a fast-path locker holding
+    /// the byte for a moment makes two owners).
+    PendingTakeByAdd,
+    PENDING_TAKE_BY_ADD,
+    true
+);
+broken_lock!(
     /// Paravirt: the unlock forgets the successor that its lazy baton
     /// pass left asleep (use `raw_lock_token`/`raw_unlock_token`).
     DropDeferredKick,

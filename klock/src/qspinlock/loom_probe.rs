@@ -26,6 +26,9 @@ pub struct Probe {
     pub no_node: std::sync::atomic::AtomicU32,
     /// Paravirt: took a free lock past a queue (a steal).
     pub steals: std::sync::atomic::AtomicU32,
+    /// Paravirt: the fast path took the locked byte, found pending held,
+    /// and gave the byte back.
+    pub give_backs: std::sync::atomic::AtomicU32,
     /// Paravirt: became the queue head.
     pub heads: std::sync::atomic::AtomicU32,
     /// Paravirt: a queued waiter slept on its node.

@@ -23,8 +23,9 @@
 //! While the head is not holding the pending bit, a newcomer may take a
 //! free lock past the queue (hybrid unfair mode, `pv_lock_stealing`): a
 //! queue head that sleeps or was preempted does not keep the lock idle.
-//! The fast path steals as a plain owner (a second CAS after the one that
-//! expected 0, and the plain unlock: the steady state of a queue of
+//! The fast path steals as a plain owner (on x86-64 its byte CAS takes a
+//! free locked byte whatever the tail; elsewhere a second CAS after the one
+//! that expected 0; and the plain unlock: the steady state of a queue of
 //! sleepers); the slow path's steal loop takes `LOCKED_PV`. A head behind
 //! a plain owner cannot sleep on the word, so it yields, and after 16
 //! yields naps for 50 µs at a time.
@@ -46,6 +47,12 @@ const HALTED: u32 = 1;
 /// back off exponentially so a spinning newcomer does not keep pulling the
 /// owner's cache line away).
 const MAX_STEAL_BACKOFF: u32 = 64;
+
+/// Pause iterations between seeing the lock free and looking again before
+/// a steal (see `pv_steal`). At 2 threads on 2 CPUs, with nothing done
+/// outside the lock, it kept the owner's runs of acquisitions at about 200
+/// instead of 20–50 (`examples/handovers.rs`).
+const STEAL_CONFIRM_PAUSES: u32 = 4;
 
 impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LOOPS, PARAVIRT> {
     /// Try to take a free lock past the queue: `(n,0,0) -> (n,0,LOCKED_PV)`
@@ -81,7 +88,22 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// A retry (a queuer's tail swap or a head's mark came in between) and
     /// the wake-up are out of line.
     #[inline(always)]
-    pub(super) fn unlock_pv<const MODE: u8>(&self, v: u32) {
+    pub(super) fn unlock_pv<const MODE: u8>(&self) {
+        // x86-64 (and loom): the locked byte alone, `LOCKED_PV -> 0`, the
+        // width of the fast path and of the steals (see `byte.rs`); a
+        // sleeping head's SLOW byte makes it fail. Release as below.
+        #[cfg(any(loom, target_arch = "x86_64"))]
+        if !byte::cas(&self.word, LOCKED_PV as u8, 0, Release) {
+            self.unlock_pv_slow::<MODE>();
+        }
+        #[cfg(not(any(loom, target_arch = "x86_64")))]
+        self.unlock_pv_word::<MODE>(self.word.load(Relaxed));
+    }
+
+    /// [`unlock_pv`](Self::unlock_pv) on the whole word, `v` as last read.
+    #[cfg(not(any(loom, target_arch = "x86_64")))]
+    #[inline(always)]
+    fn unlock_pv_word<const MODE: u8>(&self, v: u32) {
         debug_assert_ne!(v & LOCKED_MASK, 0, "unlock of an unlocked qspinlock");
         // Release pairs with the Acquire of the next owner's RMW (steal,
         // pending take-over, head's take) or fast-path CAS.
@@ -192,7 +214,22 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// checked that nobody's pending bit forbids it. Acquire pairs with
     /// the Release of the last unlock.
     #[inline(always)]
-    fn steal_from(&self, val: u32) -> Result<(), u32> {
+    fn steal_from<const MODE: u8>(&self, val: u32) -> Result<(), u32> {
+        // x86-64 (and loom): as the fast path, on the locked byte alone,
+        // then give it back if someone holds pending now.
+        #[cfg(any(loom, target_arch = "x86_64"))]
+        {
+            if !byte::cas(&self.word, 0, LOCKED_PV as u8, Acquire) {
+                return Err(self.word.load(Relaxed));
+            }
+            if byte::pending(&self.word) != 0 && MODE != STEAL_IGNORES_PENDING {
+                // A sleeping head may have marked our byte meanwhile: the
+                // slow owner's unlock wakes it.
+                self.unlock_pv::<MODE>();
+                return Err(self.word.load(Relaxed));
+            }
+        }
+        #[cfg(not(any(loom, target_arch = "x86_64")))]
         self.word
             .compare_exchange(val, val | LOCKED_PV, Acquire, Relaxed)?;
         if val & TAIL_MASK != 0 {
@@ -213,10 +250,28 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     fn pv_steal<const MODE: u8>(&self, mut val: u32) -> bool {
         let mut budget = Budget::new(steal_ns());
         let mut backoff = 1;
+        // Whether the last read already found the lock free.
+        let mut seen_free = false;
         loop {
             let reserved = val & PENDING_MASK != 0 && MODE != STEAL_IGNORES_PENDING;
+            if val & LOCKED_MASK == 0 && !reserved && !seen_free {
+                // Free once: look again after a few pauses before taking
+                // it. An owner that re-locks at once (a loop) releases with
+                // a plain store and re-acquires with one byte CAS, so its
+                // lock reads free for most of that CAS; stealing in that
+                // instant moves the line to us and back at every steal.
+                seen_free = true;
+                for _ in 0..STEAL_CONFIRM_PAUSES {
+                    cpu_relax();
+                }
+                val = self.word.load(Relaxed);
+                continue;
+            }
+            if val & LOCKED_MASK != 0 {
+                seen_free = false;
+            }
             if val & LOCKED_MASK == 0 && !reserved {
-                match self.steal_from(val) {
+                match self.steal_from::<MODE>(val) {
                     Ok(()) => return true,
                     // Another thread's RMW won; the budget bounds how often
                     // we retry (no unbounded CAS loop).
@@ -264,28 +319,49 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
             }
             return false;
         }
-        if val & LOCKED_MASK != 0 {
-            let mut budget = Budget::new(spin_ns());
-            // Acquire pairs with the Release of the owner's unlock.
-            while self.word.load(Acquire) & LOCKED_MASK != 0 {
-                cpu_relax();
-                if budget.due() && budget.spent() {
-                    // The owner did not go while we spun: it may be
-                    // preempted. Queue, and sleep there. Relaxed: nothing
-                    // is published.
-                    self.word.fetch_and(!PENDING, Relaxed);
-                    #[cfg(loom)]
-                    self.probe.pending_cleared();
-                    events::inc(Event::PvPendingTimeout);
-                    #[cfg(loom)]
-                    Probe::hit(&self.probe.pending_timeouts);
-                    return false;
+        let mut budget = Budget::new(spin_ns());
+        let mut v = val | PENDING;
+        loop {
+            // (*,1,0) -> (*,0,LOCKED_PV): a CAS, not the native path's add:
+            // a fast-path locker may hold the locked byte for a moment
+            // before it sees our pending bit and gives the byte back
+            // (`pv_fast_lock`). Acquire pairs with the Release of the
+            // owner's unlock (or of that give-back).
+            if v & LOCKED_MASK == 0 && MODE == PENDING_TAKE_BY_ADD {
+                // BROKEN (loom only): the native path's blind add.
+                self.word.fetch_add(PENDING_TO_LOCKED_PV, Acquire);
+                break;
+            }
+            if v & LOCKED_MASK == 0 {
+                match self.word.compare_exchange_weak(
+                    v,
+                    (v & !PENDING_MASK) | LOCKED_PV,
+                    Acquire,
+                    Relaxed,
+                ) {
+                    Ok(_) => break,
+                    Err(now) => {
+                        v = now;
+                        continue;
+                    }
                 }
             }
+            cpu_relax();
+            // Acquire: the value may be the one our CAS then expects.
+            v = self.word.load(Acquire);
+            if v & LOCKED_MASK != 0 && budget.due() && budget.spent() {
+                // The owner did not go while we spun: it may be
+                // preempted. Queue, and sleep there. Relaxed: nothing
+                // is published.
+                self.word.fetch_and(!PENDING, Relaxed);
+                #[cfg(loom)]
+                self.probe.pending_cleared();
+                events::inc(Event::PvPendingTimeout);
+                #[cfg(loom)]
+                Probe::hit(&self.probe.pending_timeouts);
+                return false;
+            }
         }
-        // (*,1,0) -> (*,0,LOCKED_PV): only we may take a lock whose pending
-        // bit we hold. Relaxed: acquired above.
-        self.word.fetch_add(PENDING_TO_LOCKED_PV, Relaxed);
         #[cfg(loom)]
         {
             self.probe.acquired("pending");
@@ -470,7 +546,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
                 // Acquire pairs with the Release of the last unlock.
                 let v = self.word.load(Acquire);
                 if v & LOCKED_MASK == 0 && (reserved || v & PENDING_MASK == 0) {
-                    if let Some(alone) = self.pv_head_take(v, tail, reserved) {
+                    if let Some(alone) = self.pv_head_take::<MODE>(v, tail, reserved) {
                         return alone;
                     }
                     continue;
@@ -547,7 +623,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// The head takes the free lock it saw as `v` (locked byte 0, pending
     /// 0 or ours). `Some(alone)` on success, `None` if the word changed.
     #[inline(always)]
-    fn pv_head_take(&self, v: u32, tail: u32, reserved: bool) -> Option<bool> {
+    fn pv_head_take<const MODE: u8>(&self, v: u32, tail: u32, reserved: bool) -> Option<bool> {
         let took = if v & TAIL_MASK == tail {
             // Alone: (n,p,0) -> (0,0,LOCKED_PV), p our pending or 0.
             // Acquire (not Relaxed as in the native path): steals mean the
@@ -557,11 +633,20 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
                 .compare_exchange(v, LOCKED_PV, Acquire, Relaxed)
                 .is_ok()
                 .then_some(true)
-        } else if reserved {
-            // Nobody else takes a lock whose pending bit we hold:
-            // (m,1,0) -> (m,0,LOCKED_PV). Acquire as above.
+        } else if reserved && MODE == PENDING_TAKE_BY_ADD {
+            // BROKEN (loom only): the native path's blind add.
             self.word.fetch_add(PENDING_TO_LOCKED_PV, Acquire);
             Some(false)
+        } else if reserved {
+            // Nobody else takes a lock whose pending bit we hold:
+            // (m,1,0) -> (m,0,LOCKED_PV). A CAS, not an add: a fast-path
+            // locker may hold the byte for a moment before it sees our
+            // pending bit and gives it back (`pv_fast_lock`). Acquire as
+            // above.
+            self.word
+                .compare_exchange(v, (v & !PENDING_MASK) | LOCKED_PV, Acquire, Relaxed)
+                .is_ok()
+                .then_some(false)
         } else {
             // (m,0,0) -> (m,0,LOCKED_PV); fails if a newcomer stole it.
             self.word

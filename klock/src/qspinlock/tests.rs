@@ -164,6 +164,6 @@ fn fast_path_steals_past_a_queue_as_a_plain_owner() {
 
     // Pending set (a reserved hand-over): the fast path must not take it.
     l.word.store(tail | PENDING, Relaxed);
-    assert_eq!(l.pv_fast_lock(), Err(tail | PENDING));
+    assert_eq!(l.pv_fast_lock::<CORRECT>(), Err(tail | PENDING));
     assert_eq!(l.word(), tail | PENDING);
 }

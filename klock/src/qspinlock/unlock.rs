@@ -1,9 +1,12 @@
-//! How a plain owner clears its locked byte on x86-64: a byte store (the
-//! kernel's x86 unlock) or a 32-bit `fetch_sub`, whichever is cheaper on
-//! the CPU the process runs on.
+//! How a plain owner of the **native** lock clears its locked byte on
+//! x86-64: a byte store (the kernel's x86 unlock) or a 32-bit `fetch_sub`,
+//! whichever is cheaper on the CPU the process runs on. (The paravirt
+//! lock, [`crate::SpinLock`], takes the locked byte with a byte CAS on
+//! x86-64 and always releases it with the byte store: the same width, so
+//! neither waits for the other; `byte.rs`.)
 //!
-//! The byte store is a plain store, like a TTAS lock's; but the next
-//! acquisition is a 32-bit CAS on the same word, and some CPUs cannot
+//! The byte store is a plain store, like a TTAS lock's; but the native
+//! lock's next acquisition is a 32-bit CAS on the same word, and some CPUs cannot
 //! forward a 1-byte store to a 4-byte load: the CAS then waits for the
 //! store to leave the store buffer. On a 2-vCPU AMD EPYC guest, three
 //! alternating runs of `KLOCK_SPIN_UNLOCK=store|rmw|auto klock bench
@@ -92,7 +95,7 @@ pub(super) fn rmw_unlock(word: &AtomicU32) {
 /// The caller holds the lock with the locked byte `LOCKED`.
 #[cfg(all(target_arch = "x86_64", not(loom)))]
 #[inline(always)]
-unsafe fn store_unlock(word: &AtomicU32) {
+pub(super) unsafe fn store_unlock(word: &AtomicU32) {
     debug_assert_eq!(
         word.load(Relaxed) & super::LOCKED_MASK,
         super::LOCKED,
@@ -196,7 +199,7 @@ mod tests {
 
     #[test]
     fn the_first_plain_unlock_chooses_and_the_choice_is_fixed() {
-        let lock = crate::SpinLock::new(0u32);
+        let lock = lock_api::Mutex::<crate::RawQSpinLockNative, u32>::new(0);
         *lock.lock() += 1;
         let chosen = plain_unlock_by_store();
         assert!(chosen.is_some(), "no unlock chosen after a plain unlock");

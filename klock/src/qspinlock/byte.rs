@@ -1,0 +1,222 @@
+//! The paravirt lock's fast path at the width of its unlock: one byte.
+//!
+//! A plain owner releases the lock with a store of the locked byte (the
+//! kernel's x86 unlock). If the next acquisition is a 32-bit CAS of the
+//! whole word, the CPU cannot forward the 1-byte store still in its store
+//! buffer to that 4-byte load, and the CAS waits for the store to drain:
+//! on a 2-vCPU AMD EPYC guest a 4-byte CAS after a 1-byte store cost 6.0
+//! ns a pair, a 4-byte CAS released by a 32-bit `fetch_sub` 4.1, and a
+//! 1-byte CAS released by a 1-byte store 2.2, with a load of the pending
+//! byte in between or not (`bench/access_widths.c`,
+//! `bench/results/2core-amd-access-widths.txt`). So on x86-64 the paravirt
+//! fast path takes the locked byte alone, `(*,*,0) -> (*,*,LOCKED)` with a
+//! byte `lock cmpxchg`, then reads the pending byte (a different byte: no
+//! forwarding needed) and gives the byte back if someone holds pending.
+//! The slow path's steal (`0 -> LOCKED_PV`) and a slow owner's unlock
+//! (`LOCKED_PV -> 0`, failing on a sleeping head's mark) are byte CASes
+//! too, as in the kernel's paravirt lock: a byte CAS next to a 32-bit RMW
+//! of the same word costs as much again (one thread, byte CAS with a
+//! 32-bit `fetch_sub` unlock: 138–141 thousand lock pairs a second against
+//! 226–229 with the byte store). Every hot access touches only bytes that
+//! the previous store to them had the same width as, so none waits for the
+//! store buffer; the rarer paths (pending bit, tail, head) stay 32-bit.
+//!
+//! Uncontended, in a loop with nothing else (`examples/handovers.rs` at 1
+//! thread), a pair costs 2.2 ns against 4.1 for the 32-bit CAS and RMW; in
+//! `klock bench uncontended`, whose loop stores to other lines around each
+//! pair, 4.4 against 4.1: a locked instruction waits for every store
+//! before it to drain, and the RMW release drained them earlier. The
+//! figures and the contended ones are in the spinlock's notes.
+//!
+//! Rust's memory model has no mixed-size atomics, so the byte accesses are
+//! inline assembly, as the byte-store unlock is; x86 makes an aligned byte
+//! access atomic and coherent with the 32-bit RMWs of the slow paths.
+//! Under loom the same steps are modelled on the 32-bit word: a byte CAS
+//! as a CAS loop that changes only the locked byte and fails only when that
+//! byte differs from the expected one, the byte loads as loads of the word.
+
+use crate::sync::AtomicU32;
+use crate::sync::Ordering::{self, Acquire};
+#[cfg(loom)]
+use crate::sync::Ordering::{Relaxed, Release};
+
+/// `(*,*,0) -> (*,*,LOCKED)` on the locked byte alone: true if we took it.
+/// Acquire: pairs with the Release of the unlock (or give-back) that
+/// cleared the byte.
+#[inline(always)]
+pub(super) fn cas_locked(word: &AtomicU32) -> bool {
+    cas(word, 0, super::LOCKED as u8, Acquire)
+}
+
+/// `(*,*,old) -> (*,*,new)` on the locked byte alone: true if it held
+/// `old`. `order` is the ordering the loom model gives it (x86's `lock
+/// cmpxchg` is a full barrier).
+#[cfg(all(target_arch = "x86_64", not(loom)))]
+#[inline(always)]
+pub(super) fn cas(word: &AtomicU32, old: u8, new: u8, order: Ordering) -> bool {
+    let _ = order;
+    let seen: u8;
+    // SAFETY: `word` is a live, 4-byte aligned u32; byte 0 is the locked
+    // byte on little-endian x86. `lock cmpxchg` is a full barrier, and the
+    // block has no `nomem`, so the compiler keeps the critical section's
+    // accesses after it.
+    unsafe {
+        core::arch::asm!(
+            "lock cmpxchg byte ptr [{p}], {new}",
+            p = in(reg) word.as_ptr(),
+            new = in(reg_byte) new,
+            inout("al") old => seen,
+            options(nostack)
+        );
+    }
+    seen == old
+}
+
+/// Loom model of the byte CAS: a CAS loop over the word that changes only
+/// the locked byte and fails only when it differs from `old`.
+#[cfg(loom)]
+pub(super) fn cas(word: &AtomicU32, old: u8, new: u8, order: Ordering) -> bool {
+    let (old, new) = (u32::from(old), u32::from(new));
+    let mut w = old;
+    loop {
+        match word.compare_exchange(w, (w & !super::LOCKED_MASK) | new, order, Relaxed) {
+            Ok(_) => return true,
+            Err(now) if now & super::LOCKED_MASK != old => return false,
+            Err(now) => w = now,
+        }
+    }
+}
+
+/// The pending byte, shifted into place (`& PENDING_MASK` of the word).
+/// Relaxed: read right after our own acquiring RMW of the word, so it sees
+/// any pending bit set before that RMW (read-after-RMW coherence; on x86
+/// the `lock cmpxchg` also drains our stores).
+#[cfg(all(target_arch = "x86_64", not(loom)))]
+#[inline(always)]
+pub(super) fn pending(word: &AtomicU32) -> u32 {
+    let v: u32;
+    // SAFETY: as in `cas_locked`; byte 1 is the pending byte.
+    unsafe {
+        core::arch::asm!(
+            "movzx {v:e}, byte ptr [{p} + 1]",
+            p = in(reg) word.as_ptr(),
+            v = out(reg) v,
+            options(nostack, preserves_flags)
+        );
+    }
+    v << super::PENDING_OFFSET
+}
+
+/// Loom model of the pending-byte load.
+#[cfg(loom)]
+pub(super) fn pending(word: &AtomicU32) -> u32 {
+    word.load(Relaxed) & super::PENDING_MASK
+}
+
+/// The locked byte. Relaxed; exact for the lock's owner (nobody else
+/// changes a set locked byte that reads `LOCKED`).
+#[cfg(all(target_arch = "x86_64", not(loom)))]
+#[inline(always)]
+pub(super) fn locked(word: &AtomicU32) -> u32 {
+    let v: u32;
+    // SAFETY: as in `cas_locked`.
+    unsafe {
+        core::arch::asm!(
+            "movzx {v:e}, byte ptr [{p}]",
+            p = in(reg) word.as_ptr(),
+            v = out(reg) v,
+            options(nostack, preserves_flags)
+        );
+    }
+    v
+}
+
+/// Loom model of the locked-byte load.
+#[cfg(loom)]
+pub(super) fn locked(word: &AtomicU32) -> u32 {
+    word.load(Relaxed) & super::LOCKED_MASK
+}
+
+/// Whether the tail half-word is set: a queue is there. Relaxed; only for
+/// the event counters.
+#[cfg(all(target_arch = "x86_64", not(loom)))]
+#[inline(always)]
+pub(super) fn queued(word: &AtomicU32) -> bool {
+    let v: u32;
+    // SAFETY: as in `cas_locked`; bytes 2–3 are the tail.
+    unsafe {
+        core::arch::asm!(
+            "movzx {v:e}, word ptr [{p} + 2]",
+            p = in(reg) word.as_ptr(),
+            v = out(reg) v,
+            options(nostack, preserves_flags)
+        );
+    }
+    v != 0
+}
+
+/// Loom model of the tail load.
+#[cfg(loom)]
+pub(super) fn queued(word: &AtomicU32) -> bool {
+    word.load(Relaxed) & super::TAIL_MASK != 0
+}
+
+/// Give back a locked byte we took but may not keep (someone holds
+/// pending): `(*,*,LOCKED) -> (*,*,0)`, the plain unlock. Release: a
+/// waiter that reads the cleared byte must still synchronise with the
+/// owner before us (our CAS acquired from it).
+///
+/// # Safety
+/// The caller holds the locked byte as `LOCKED`.
+#[inline(always)]
+pub(super) unsafe fn give_back(word: &AtomicU32) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    // SAFETY: forwarded.
+    unsafe {
+        super::unlock::store_unlock(word)
+    };
+    #[cfg(loom)]
+    word.fetch_and(!super::LOCKED_MASK, Release);
+}
+
+#[cfg(all(test, not(loom), target_arch = "x86_64"))]
+mod tests {
+    use super::super::{LOCKED, PENDING, TAIL_MASK};
+    use super::*;
+    use core::sync::atomic::Ordering::Relaxed;
+
+    #[test]
+    fn the_byte_cas_takes_only_a_clear_locked_byte_and_keeps_the_rest() {
+        let w = AtomicU32::new(0xabc0_0000 | PENDING);
+        assert!(cas_locked(&w));
+        assert_eq!(w.load(Relaxed), 0xabc0_0000 | PENDING | LOCKED);
+        assert!(!cas_locked(&w), "took a held locked byte");
+        assert_eq!(w.load(Relaxed), 0xabc0_0000 | PENDING | LOCKED);
+        w.store(0xabc0_0000 | super::super::LOCKED_PV, Relaxed);
+        assert!(!cas_locked(&w), "took a slow-path owner's byte");
+    }
+
+    #[test]
+    fn the_byte_loads_read_their_own_bytes() {
+        let w = AtomicU32::new(0xabc0_0000 | PENDING | LOCKED);
+        assert_eq!(pending(&w), PENDING);
+        assert_eq!(locked(&w), LOCKED);
+        assert!(queued(&w));
+        w.store(LOCKED, Relaxed);
+        assert_eq!(pending(&w), 0);
+        assert!(!queued(&w));
+        w.store(TAIL_MASK & 0x0004_0000, Relaxed);
+        assert!(queued(&w));
+        assert_eq!(locked(&w), 0);
+        w.store(super::super::PENDING_MASK, Relaxed);
+        assert_eq!(pending(&w), super::super::PENDING_MASK);
+    }
+
+    #[test]
+    fn give_back_clears_only_the_locked_byte() {
+        let w = AtomicU32::new(0xabc0_0000 | PENDING | LOCKED);
+        // SAFETY: the word is ours and holds a plain LOCKED byte.
+        unsafe { give_back(&w) };
+        assert_eq!(w.load(Relaxed), 0xabc0_0000 | PENDING);
+    }
+}
