@@ -50,7 +50,8 @@
 //!                                                         (n,0,0) -> (n,0,1), below)
 //! unlock              (*,*,1) -> (*,*,0)                  x86-64: byte store or
 //!                                                         32-bit fetch_sub, whichever
-//!                                                         is cheaper here ([`unlock`]);
+//!                                                         is cheaper here ([`unlock`];
+//!                                                         paravirt: byte store);
 //!                                                         else fetch_sub, release
 //!
 //! pending path (second locker, no queue):
