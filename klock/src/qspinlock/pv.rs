@@ -50,9 +50,15 @@ const MAX_STEAL_BACKOFF: u32 = 64;
 
 /// Pause iterations between seeing the lock free and looking again before
 /// a steal (see `pv_steal`). At 2 threads on 2 CPUs, with nothing done
-/// outside the lock, it kept the owner's runs of acquisitions at about 200
-/// instead of 20–50 (`examples/handovers.rs`).
-const STEAL_CONFIRM_PAUSES: u32 = 4;
+/// outside the lock, a second look keeps the owner's runs of acquisitions
+/// at about 200 instead of 20–50 (`examples/handovers.rs`). Alternating
+/// rounds of the `spinlock` suite on a 2-vCPU AMD EPYC guest, 2 threads:
+/// 56–105 thousand kop/s with 1 pause, 90–102 with 4, 111–171 with 16,
+/// 130–205 with 64, and no change at 1 or 4–16 threads; 16, because
+/// every pause is time a free lock stays idle when its owner does not
+/// come back (the longest was not tried on suites with work outside the
+/// lock).
+const STEAL_CONFIRM_PAUSES: u32 = 16;
 
 impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LOOPS, PARAVIRT> {
     /// Try to take a free lock past the queue: `(n,0,0) -> (n,0,LOCKED_PV)`
