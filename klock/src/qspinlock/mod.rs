@@ -172,7 +172,6 @@
 //! collapse; for long critical sections a sleeping lock ([`crate::Mutex`])
 //! still wastes less.
 
-#[cfg(any(loom, target_arch = "x86_64"))]
 mod byte;
 mod fork;
 pub use fork::forget_parent_waiters;
@@ -570,14 +569,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// owner.
     #[inline(always)]
     pub fn locked_byte(&self) -> u32 {
-        #[cfg(any(loom, target_arch = "x86_64"))]
-        {
-            byte::locked(&self.word)
-        }
-        #[cfg(not(any(loom, target_arch = "x86_64")))]
-        {
-            self.word.load(Relaxed) & LOCKED_MASK
-        }
+        byte::locked(&self.word)
     }
 
     /// The pending byte (`word() & PENDING_MASK`), read at its own width
@@ -586,14 +578,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// that keeps its own mark in the pending byte's unused bits.
     #[inline(always)]
     pub fn pending_byte(&self) -> u32 {
-        #[cfg(any(loom, target_arch = "x86_64"))]
-        {
-            byte::pending(&self.word)
-        }
-        #[cfg(not(any(loom, target_arch = "x86_64")))]
-        {
-            self.word.load(Relaxed) & PENDING_MASK
-        }
+        byte::pending(&self.word)
     }
 
     /// The paravirt trylock of `lock_api` and the raw API: the fast path,
