@@ -99,6 +99,7 @@ model_lock!(PendingTakeByAdd<N>, |l| &l.0);
 
 probe_coverage!(Probe {
     steals,
+    queue_steals,
     give_backs,
     pending_taken,
     pending_timeouts,
@@ -339,6 +340,39 @@ fn steal_respects_pending() {
     // The relock's fast path took the byte while the waiter held pending,
     // and gave it back.
     assert!(cov.give_backs.load(Relaxed) > 0, "{cov:?}");
+}
+
+/// A newcomer that finds the lock held with a queue keeps trying to steal
+/// for its budget instead of queueing at once behind sleepers (which left
+/// one thread running and the others parked with more threads than
+/// CPUs), and takes the lock when it comes free, past the queue.
+///
+/// Staged: the main thread holds the lock (as a slow-path owner), one
+/// waiter queues as head, then a newcomer arrives and the main thread
+/// unlocks once the newcomer has found the lock held with a queue (or has
+/// queued behind the head, when its budget ran out first).
+#[test]
+fn newcomer_steals_past_a_queue_it_found_held() {
+    let cov = check(builder_for(2), type_name::<Pv>(), |c: &Coverage| {
+        let lock = Arc::new(Pv::create());
+        let data = Arc::new(Data::new(0));
+        lock.lock_as_slow_owner();
+        let head = spawn_parts(&lock, &data, &[1], lock_add_unlock);
+        bump(&data);
+        while !waiter_queued(lock.probe()) {
+            loom::thread::yield_now();
+        }
+        let newcomer = spawn_parts(&lock, &data, &[1], lock_add_unlock);
+        while lock.probe().queue_waits.load(Relaxed) == 0 && !second_queued(lock.probe()) {
+            loom::thread::yield_now();
+        }
+        unsafe { lock.unlock() };
+        join_all(head);
+        join_all(newcomer);
+        assert_eq!(read(&data), 3);
+        c.add(lock.probe());
+    });
+    assert!(cov.queue_steals.load(Relaxed) > 0, "{cov:?}");
 }
 
 /// A head behind a fast-path owner (staged as the broken model below

@@ -26,6 +26,11 @@ pub struct Probe {
     pub no_node: std::sync::atomic::AtomicU32,
     /// Paravirt: took a free lock past a queue (a steal).
     pub steals: std::sync::atomic::AtomicU32,
+    /// Paravirt: a slow-path steal found the lock held with a queue and
+    /// kept trying instead of queueing.
+    pub queue_waits: std::sync::atomic::AtomicU32,
+    /// Paravirt: ... and then took the lock past the queue.
+    pub queue_steals: std::sync::atomic::AtomicU32,
     /// Paravirt: the fast path took the locked byte, found pending held,
     /// and gave the byte back.
     pub give_backs: std::sync::atomic::AtomicU32,
