@@ -119,7 +119,8 @@ struct BenchArgs {
     /// Busy work between acquisitions, ns (default: the suite's).
     #[arg(long)]
     outside_ns: Option<u64>,
-    /// List suites and locks, then exit.
+    /// List suites and locks, then exit; with suite names, only those
+    /// suites and their default locks.
     #[arg(long)]
     list: bool,
 }
@@ -257,8 +258,16 @@ fn main() -> ExitCode {
         }
         Cmd::Bench(a) => {
             if a.list {
-                print!("{}", bench::list());
-                return ExitCode::SUCCESS;
+                return match bench::list_for(&a.suites) {
+                    Ok(s) => {
+                        print!("{s}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("klock bench: error: {e}");
+                        ExitCode::from(2)
+                    }
+                };
             }
             // Exactly as the user ran it (lossy only for arguments that
             // are not UTF-8).

@@ -411,3 +411,24 @@ fn treelock_smoke() {
     assert!(v["git_commit"].is_string() && v["command_argv"].is_array());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn list_with_a_suite_shows_that_suite_and_its_locks_only() {
+    let o = klock(&["bench", "--list", "mutex"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("test-mutex"), "{out}");
+    assert!(out.contains("std-mutex "), "{out}");
+    // Not another suite's entry, nor a lock the mutex suite does not run.
+    assert!(!out.contains("read-mostly shared map"), "{out}");
+    assert!(!out.contains("rwsem-rspin"), "{out}");
+
+    // A group stands for its suites.
+    let o = klock(&["bench", "--list", "rwsem"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("rwsem-pagefault"), "{}", text(&o));
+
+    let o = klock(&["bench", "--list", "nosuch"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("unknown suite 'nosuch'"), "{}", text(&o));
+}

@@ -3,7 +3,7 @@
 
 use super::registry;
 use super::report::{Machine, Provenance, ResultFile};
-use super::suite::{Ctx, Plan};
+use super::suite::{Ctx, Plan, Spec};
 use super::suites;
 use super::workload::CriticalSection;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -205,6 +205,56 @@ fn bpf_or_note() -> bool {
 }
 
 /// `klock bench --list`.
+/// `klock bench --list [SUITE...]`: with no suite (or `all`), every
+/// suite and every lock; otherwise the named suites (a group stands for its
+/// suites) and the locks they run by default, with what each lock is. An
+/// unknown suite is an error that lists the valid names.
+pub fn list_for(names: &[String]) -> Result<String, String> {
+    if names.is_empty() || names.iter().any(|n| n == "all") {
+        return Ok(list());
+    }
+    let mut specs: Vec<&'static Spec> = Vec::new();
+    for n in names {
+        let members: Vec<&str> = match suites::GROUPS.iter().find(|g| g.0 == n.as_str()) {
+            Some(g) => g.1.to_vec(),
+            None => vec![n.as_str()],
+        };
+        for m in members {
+            let spec = suites::find(m)?.spec();
+            if !specs.iter().any(|s| s.name == spec.name) {
+                specs.push(spec);
+            }
+        }
+    }
+    let mut s = String::from("Suites\n");
+    let mut ids: Vec<&str> = Vec::new();
+    for spec in &specs {
+        s += &format!("  {:<12} {}\n", spec.name, spec.title);
+        s += &format!(
+            "  {:<12} default locks: {}\n",
+            "",
+            spec.default_locks.join(", ")
+        );
+        for id in spec.default_locks {
+            if !ids.contains(id) {
+                ids.push(id);
+            }
+        }
+    }
+    s += "\nLocks (any registered lock can be named with --locks; `klock bench --list` shows them all)\n";
+    for id in ids {
+        let l = registry::find(id)?;
+        s += &format!(
+            "  {:<20} {}{}\n",
+            l.id,
+            l.about,
+            if l.shared { " [rw]" } else { "" }
+        );
+    }
+    Ok(s)
+}
+
+/// `klock bench --list`: every suite and every lock.
 pub fn list() -> String {
     let mut s = String::from("Suites (a bare `klock bench` runs: ");
     s += &suites::HEADLINE.join(", ");

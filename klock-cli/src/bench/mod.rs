@@ -38,5 +38,5 @@ pub mod verdict;
 pub mod workload;
 pub mod xfer;
 
-pub use driver::{execute, list, Options, OUT_DIR};
+pub use driver::{execute, list, list_for, Options, OUT_DIR};
 pub use suite::Plan;
