@@ -398,6 +398,10 @@ fn treelock_smoke() {
         "lockstat ns/acq",
         "mean(stddev) over 2 run(s)",
         "qrwlock vs qspinlock",
+        "CPUs kept busy",
+        "Context switches per run",
+        "Events of qspinlock (per run)",
+        "Events of qrwlock (per run)",
         "UTIL  CON",
         "qrwlock (read)",
     ] {

@@ -584,6 +584,66 @@ fn ceiling(rows: &[ResultRow], cpus: usize) -> String {
     )
 }
 
+/// How busy the run kept the CPUs, what it did per CPU-second, and its
+/// context switches: where a lock's rate comes from (a lock that idles
+/// CPUs, or spins them for nothing, shows here).
+pub fn cpu_tables(rows: &[ResultRow]) -> String {
+    let mut out = String::from(
+        "\nCPU: CPUs kept busy / kop per CPU-second (wasted spinning shows as low kop/CPU-s)\n",
+    );
+    out += &grid(rows, |r| {
+        format!(
+            "{:.2} / {}",
+            r.cpu_s / r.duration_s.max(1e-9),
+            rate(r.ops_per_cpu_s / 1e3)
+        )
+    });
+    out += "\nContext switches per run: voluntary / involuntary\n";
+    out += &grid(rows, |r| {
+        format!(
+            "{} / {}",
+            thousands(r.ctx_voluntary as f64),
+            thousands(r.ctx_involuntary as f64)
+        )
+    });
+    out
+}
+
+/// Each lock's event counters per run, by thread count (locks with none
+/// are left out).
+pub fn event_tables(rows: &[ResultRow]) -> String {
+    let (ids, _) = axes(rows);
+    let mut out = String::new();
+    for id in &ids {
+        let with: Vec<&ResultRow> = rows
+            .iter()
+            .filter(|r| &r.id == id && !r.events.is_empty())
+            .collect();
+        if with.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = with[0].events.keys().cloned().collect();
+        let _ = writeln!(out, "\nEvents of {id} (per run)");
+        let header: Vec<String> = std::iter::once("threads".to_string())
+            .chain(names.iter().cloned())
+            .collect();
+        let body: Vec<Vec<String>> = with
+            .iter()
+            .map(|r| {
+                std::iter::once(r.threads.to_string())
+                    .chain(
+                        names
+                            .iter()
+                            .map(|n| thousands(*r.events.get(n).unwrap_or(&0) as f64)),
+                    )
+                    .collect()
+            })
+            .collect();
+        out += &table(&header, &body);
+    }
+    out
+}
+
 /// The suite's tables, as the kernel mails print them.
 pub fn render(file: &ResultFile, cost_table: bool) -> String {
     let rows = &file.results;
@@ -623,22 +683,7 @@ pub fn render(file: &ResultFile, cost_table: bool) -> String {
         )
     });
     out += &ceiling(rows, file.machine.cpus);
-    out += "\nCPU: CPUs kept busy / kop per CPU-second (wasted spinning shows as low kop/CPU-s)\n";
-    out += &grid(rows, |r| {
-        format!(
-            "{:.2} / {}",
-            r.cpu_s / r.duration_s.max(1e-9),
-            rate(r.ops_per_cpu_s / 1e3)
-        )
-    });
-    out += "\nContext switches per run: voluntary / involuntary\n";
-    out += &grid(rows, |r| {
-        format!(
-            "{} / {}",
-            thousands(r.ctx_voluntary as f64),
-            thousands(r.ctx_involuntary as f64)
-        )
-    });
+    out += &cpu_tables(rows);
 
     out += &xfer_section(rows);
 
@@ -677,33 +722,7 @@ pub fn render(file: &ResultFile, cost_table: bool) -> String {
         }
     }
 
-    for id in &ids {
-        let with: Vec<&ResultRow> = rows
-            .iter()
-            .filter(|r| &r.id == id && !r.events.is_empty())
-            .collect();
-        if with.is_empty() {
-            continue;
-        }
-        let names: Vec<String> = with[0].events.keys().cloned().collect();
-        let _ = writeln!(out, "\nEvents of {id} (per run)");
-        let header: Vec<String> = std::iter::once("threads".to_string())
-            .chain(names.iter().cloned())
-            .collect();
-        let body: Vec<Vec<String>> = with
-            .iter()
-            .map(|r| {
-                std::iter::once(r.threads.to_string())
-                    .chain(
-                        names
-                            .iter()
-                            .map(|n| thousands(*r.events.get(n).unwrap_or(&0) as f64)),
-                    )
-                    .collect()
-            })
-            .collect();
-        out += &table(&header, &body);
-    }
+    out += &event_tables(rows);
     out
 }
 

@@ -618,6 +618,8 @@ fn render(
         })
         .collect();
     out += &super::report::table(&header, &body);
+    out += &super::report::cpu_tables(&file.results);
+    out += &super::report::event_tables(&file.results);
 
     let _ = writeln!(
         out,
