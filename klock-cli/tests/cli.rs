@@ -13,6 +13,28 @@ fn text(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
 }
 
+/// Runs `klock bench ARGS --json --plot` into a fresh temporary folder
+/// (`tag` names it), asserts that it succeeded, and returns its output
+/// and the JSON it wrote (the folder is removed).
+fn bench_json(tag: &str, args: &[&str]) -> (Output, serde_json::Value) {
+    let dir = std::env::temp_dir().join(format!("klock-cli-{tag}-{}", std::process::id()));
+    let json = dir.join("r.json");
+    let svg = dir.join("r.svg");
+    let mut all = vec!["bench"];
+    all.extend_from_slice(args);
+    all.extend([
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    let o = klock(&all);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    (o, v)
+}
+
 /// The commit of this checkout, when git can tell.
 fn head_commit() -> Option<String> {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
@@ -196,28 +218,22 @@ fn smoke_bench_writes_every_contract_field() {
 
 #[test]
 fn a_lock_or_thread_count_named_twice_runs_once() {
-    let dir = std::env::temp_dir().join(format!("klock-cli-twice-{}", std::process::id()));
-    let json = dir.join("t.json");
-    let o = klock(&[
-        "bench",
-        "mutex",
-        "--duration",
-        "10ms",
-        "--warmup",
-        "10ms",
-        "--runs",
-        "1",
-        "--threads",
-        "2,1,2",
-        "--locks",
-        "ttas,mutex,ttas",
-        "--json",
-        json.to_str().unwrap(),
-        "--plot",
-        dir.join("t.svg").to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let (o, v) = bench_json(
+        "twice",
+        &[
+            "mutex",
+            "--duration",
+            "10ms",
+            "--warmup",
+            "10ms",
+            "--runs",
+            "1",
+            "--threads",
+            "2,1,2",
+            "--locks",
+            "ttas,mutex,ttas",
+        ],
+    );
     let mut cells: Vec<(String, u64)> = v["results"]
         .as_array()
         .unwrap()
@@ -240,7 +256,6 @@ fn a_lock_or_thread_count_named_twice_runs_once() {
     .map(|&(l, t)| (l.to_string(), t))
     .collect();
     assert_eq!(cells, want, "{}", text(&o));
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -371,28 +386,23 @@ fn stat_bad_input_is_a_clear_error() {
 
 #[test]
 fn treelock_smoke() {
-    let dir = std::env::temp_dir().join(format!("klock-treelock-{}", std::process::id()));
-    let json = dir.join("t.json");
-    let o = klock(&[
-        "bench",
+    let (o, v) = bench_json(
         "treelock",
-        "--locks",
-        "qspinlock,qrwlock",
-        "--threads",
-        "1,2",
-        "--duration",
-        "30ms",
-        "--warmup",
-        "5ms",
-        "--runs",
-        "2",
-        "--json",
-        json.to_str().unwrap(),
-        "--plot",
-        dir.join("t.svg").to_str().unwrap(),
-    ]);
+        &[
+            "treelock",
+            "--locks",
+            "qspinlock,qrwlock",
+            "--threads",
+            "1,2",
+            "--duration",
+            "30ms",
+            "--warmup",
+            "5ms",
+            "--runs",
+            "2",
+        ],
+    );
     let t = text(&o);
-    assert!(o.status.success(), "{t}");
     for s in [
         "Single-thread cost per operation",
         "lockstat ns/acq",
@@ -407,13 +417,11 @@ fn treelock_smoke() {
     ] {
         assert!(t.contains(s), "treelock output lacks {s:?}:\n{t}");
     }
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let rows = v["results"].as_array().unwrap();
     // 2 locks × 2 thread counts, plus the 2 tracked single-thread rows.
     assert_eq!(rows.len(), 6);
     assert!(rows.iter().any(|r| r["id"] == "qrwlock+lockstat"));
     assert!(v["git_commit"].is_string() && v["command_argv"].is_array());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -81,22 +81,7 @@ impl Options {
                 return Err(format!("{flag} must be at most 10000000 (10 ms) (got {v})"));
             }
         }
-        let names: Vec<&str> = if self.suites.is_empty() {
-            suites::HEADLINE.to_vec()
-        } else if self.suites.iter().any(|s| s == "all") {
-            suites::specs().map(|s| s.name).collect()
-        } else {
-            self.suites
-                .iter()
-                .flat_map(|s| {
-                    // A group name (e.g. `rwsem`) stands for its suites.
-                    match suites::GROUPS.iter().find(|g| g.0 == s.as_str()) {
-                        Some(g) => g.1.to_vec(),
-                        None => vec![s.as_str()],
-                    }
-                })
-                .collect()
-        };
+        let names = suite_names(&self.suites);
         let several = names.len() > 1;
         names
             .iter()
@@ -204,7 +189,48 @@ fn bpf_or_note() -> bool {
     }
 }
 
-/// `klock bench --list`.
+/// The suites that `names` (as given on the command line) stand for: the
+/// headline suites for none, every suite for `all`, a group's suites for
+/// its name (e.g. `rwsem`), any other name as itself (checked later).
+fn suite_names(names: &[String]) -> Vec<&str> {
+    if names.is_empty() {
+        suites::HEADLINE.to_vec()
+    } else if names.iter().any(|s| s == "all") {
+        suites::specs().map(|s| s.name).collect()
+    } else {
+        names
+            .iter()
+            .flat_map(
+                |s| match suites::GROUPS.iter().find(|g| g.0 == s.as_str()) {
+                    Some(g) => g.1.to_vec(),
+                    None => vec![s.as_str()],
+                },
+            )
+            .collect()
+    }
+}
+
+/// A suite's two lines in `--list`.
+fn suite_entry(spec: &Spec) -> String {
+    format!(
+        "  {:<12} {}\n  {:<12} default locks: {}\n",
+        spec.name,
+        spec.title,
+        "",
+        spec.default_locks.join(", ")
+    )
+}
+
+/// A lock's line in `--list`.
+fn lock_line(l: &registry::LockEntry) -> String {
+    format!(
+        "  {:<20} {}{}\n",
+        l.id,
+        l.about,
+        if l.shared { " [rw]" } else { "" }
+    )
+}
+
 /// `klock bench --list [SUITE...]`: with no suite (or `all`), every
 /// suite and every lock; otherwise the named suites (a group stands for its
 /// suites) and the locks they run by default, with what each lock is. An
@@ -213,28 +239,16 @@ pub fn list_for(names: &[String]) -> Result<String, String> {
     if names.is_empty() || names.iter().any(|n| n == "all") {
         return Ok(list());
     }
-    let mut specs: Vec<&'static Spec> = Vec::new();
-    for n in names {
-        let members: Vec<&str> = match suites::GROUPS.iter().find(|g| g.0 == n.as_str()) {
-            Some(g) => g.1.to_vec(),
-            None => vec![n.as_str()],
-        };
-        for m in members {
-            let spec = suites::find(m)?.spec();
-            if !specs.iter().any(|s| s.name == spec.name) {
-                specs.push(spec);
-            }
-        }
-    }
     let mut s = String::from("Suites\n");
+    let mut shown: Vec<&str> = Vec::new();
     let mut ids: Vec<&str> = Vec::new();
-    for spec in &specs {
-        s += &format!("  {:<12} {}\n", spec.name, spec.title);
-        s += &format!(
-            "  {:<12} default locks: {}\n",
-            "",
-            spec.default_locks.join(", ")
-        );
+    for name in suite_names(names) {
+        let spec = suites::find(name)?.spec();
+        if shown.contains(&spec.name) {
+            continue;
+        }
+        shown.push(spec.name);
+        s += &suite_entry(spec);
         for id in spec.default_locks {
             if !ids.contains(id) {
                 ids.push(id);
@@ -243,13 +257,7 @@ pub fn list_for(names: &[String]) -> Result<String, String> {
     }
     s += "\nLocks (any registered lock can be named with --locks; `klock bench --list` shows them all)\n";
     for id in ids {
-        let l = registry::find(id)?;
-        s += &format!(
-            "  {:<20} {}{}\n",
-            l.id,
-            l.about,
-            if l.shared { " [rw]" } else { "" }
-        );
+        s += &lock_line(&registry::find(id)?);
     }
     Ok(s)
 }
@@ -259,25 +267,15 @@ pub fn list() -> String {
     let mut s = String::from("Suites (a bare `klock bench` runs: ");
     s += &suites::HEADLINE.join(", ");
     s += "; `klock bench all` runs every suite)\n";
-    for suite in suites::specs() {
-        s += &format!("  {:<12} {}\n", suite.name, suite.title);
-        s += &format!(
-            "  {:<12} default locks: {}\n",
-            "",
-            suite.default_locks.join(", ")
-        );
+    for spec in suites::specs() {
+        s += &suite_entry(spec);
     }
     for (group, members) in suites::GROUPS {
         s += &format!("  {:<12} group: runs {}\n", group, members.join(", "));
     }
     s += "\nLocks\n";
     for l in registry::all() {
-        s += &format!(
-            "  {:<20} {}{}\n",
-            l.id,
-            l.about,
-            if l.shared { " [rw]" } else { "" }
-        );
+        s += &lock_line(&l);
     }
     s
 }

@@ -23,10 +23,11 @@
 //!
 //! Uncontended, in a loop with nothing else (`examples/handovers.rs` at 1
 //! thread), a pair costs 2.2 ns against 4.1 for the 32-bit CAS and RMW; in
-//! `klock bench uncontended`, whose loop stores to other lines around each
-//! pair, 4.4 against 4.1: a locked instruction waits for every store
-//! before it to drain, and the RMW release drained them earlier. The
-//! figures and the contended ones are in the spinlock's notes.
+//! `klock bench uncontended` 4.4 against 4.1 and a ticket lock's 3.3,
+//! where the code around the lock (the guard's token, the call to the slow
+//! path, the checks) makes the difference, not these instructions
+//! (`docs/locks/spinlock.md`, "Where the uncontended nanosecond goes", has
+//! the figures; the contended ones are there too).
 //!
 //! Rust's memory model has no mixed-size atomics, so the byte accesses are
 //! inline assembly, as the byte-store unlock is; x86 makes an aligned byte
@@ -99,25 +100,25 @@ pub(super) fn cas(word: &AtomicU32, old: u8, new: u8, order: Ordering) -> bool {
 #[inline(always)]
 fn load_at<const OFF: usize, const HALF: bool>(word: &AtomicU32) -> u32 {
     let v: u32;
-    // SAFETY: as in `cas`; bytes 0–3 are the word's, little-endian.
-    unsafe {
-        if HALF {
-            core::arch::asm!(
-                "movzx {v:e}, word ptr [{p} + {off}]",
-                p = in(reg) word.as_ptr(),
-                off = const OFF,
-                v = out(reg) v,
-                options(nostack, preserves_flags)
-            );
-        } else {
-            core::arch::asm!(
-                "movzx {v:e}, byte ptr [{p} + {off}]",
-                p = in(reg) word.as_ptr(),
-                off = const OFF,
-                v = out(reg) v,
-                options(nostack, preserves_flags)
-            );
-        }
+    // One template, the operand's width spliced in.
+    macro_rules! movzx {
+        ($width:literal) => {
+            // SAFETY: as in `cas`; bytes 0–3 are the word's, little-endian.
+            unsafe {
+                core::arch::asm!(
+                    concat!("movzx {v:e}, ", $width, " ptr [{p} + {off}]"),
+                    p = in(reg) word.as_ptr(),
+                    off = const OFF,
+                    v = out(reg) v,
+                    options(nostack, preserves_flags)
+                )
+            }
+        };
+    }
+    if HALF {
+        movzx!("word");
+    } else {
+        movzx!("byte");
     }
     v
 }
