@@ -282,6 +282,9 @@ pub trait AnySuite: Sync {
     fn check(&self, plan: &Plan) -> Result<(), String>;
     fn points(&self, plan: &Plan) -> Vec<Point>;
     fn plot_unit(&self) -> Option<&'static str>;
+    fn verdict(&self) -> bool;
+    /// The order of the measured runs: (index into `points`, run number).
+    fn schedule(&self, plan: &Plan) -> Vec<(usize, usize)>;
     /// Run the plan: `Ok(None)` where the suite was skipped.
     fn execute(&self, plan: &Plan, ctx: &Ctx) -> Result<Option<ResultFile>, String>;
     fn tracked_run(
@@ -304,6 +307,16 @@ impl<S: Suite> AnySuite for S {
     }
     fn plot_unit(&self) -> Option<&'static str> {
         Suite::plot_unit(self)
+    }
+    fn verdict(&self) -> bool {
+        Suite::verdict(self)
+    }
+    fn schedule(&self, plan: &Plan) -> Vec<(usize, usize)> {
+        schedule(
+            &Suite::points(self, plan),
+            plan.runs,
+            Suite::interleaved(self),
+        )
     }
     fn execute(&self, plan: &Plan, ctx: &Ctx) -> Result<Option<ResultFile>, String> {
         drive(self, plan, ctx)

@@ -50,6 +50,41 @@ pub fn find(name: &str) -> Result<&'static dyn AnySuite, String> {
 mod tests {
     use super::*;
 
+    /// A verdict compares locks measured side by side: in each suite that
+    /// gives one, the runs at one thread count follow each other (every
+    /// lock's run 1, then every lock's run 2, ...), so a slow phase of a
+    /// noisy machine hits all of them alike.
+    #[test]
+    fn verdict_suites_run_their_locks_side_by_side() {
+        for s in SUITES.iter().filter(|s| s.verdict()) {
+            let name = s.spec().name;
+            let opts = crate::bench::Options {
+                suites: vec![name.to_string()],
+                threads: vec![1, 2, 4],
+                runs: Some(2),
+                ..Default::default()
+            };
+            let plan = opts.plan().unwrap().remove(0);
+            let points = s.points(&plan);
+            let order = s.schedule(&plan);
+            assert_eq!(order.len(), points.len() * 2, "{name}");
+            let locks = plan.locks.len();
+            for (k, block) in order.chunks(locks).enumerate() {
+                let (threads, run) = (points[block[0].0].threads, block[0].1);
+                assert!(
+                    block
+                        .iter()
+                        .all(|&(i, r)| points[i].threads == threads && r == run),
+                    "{name}: block {k} mixes thread counts or runs: {block:?}"
+                );
+                let mut ids: Vec<&str> = block.iter().map(|&(i, _)| points[i].id).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                assert_eq!(ids.len(), locks, "{name}: block {k} lacks a lock");
+            }
+        }
+    }
+
     #[test]
     fn every_default_lock_exists_and_mixes_add_up() {
         for s in specs() {
