@@ -278,6 +278,18 @@ pub struct VerdictRow {
     /// Uncontended only: klock's ns/op is at most 10% above the peer's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub within_10pct: Option<bool>,
+    /// Only when the host moved its CPUs during the suite (the runs'
+    /// cache-line round trips fell into two groups): klock's rate over
+    /// the peer's from runs made at the same CPU distance (the median of
+    /// klock's near runs over the peer's near runs, the same for far
+    /// ones, and the geometric mean of the two where both exist),
+    /// against the peer for which it is lowest; `None` where no peer has
+    /// runs at a distance klock has.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_distance_ratio: Option<f64>,
+    /// The peer of [`Self::same_distance_ratio`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_distance_peer: Option<String>,
 }
 
 /// The line under the table (JSON `verdict_summary`).
@@ -291,6 +303,12 @@ pub struct Summary {
     pub won: usize,
     pub lost: usize,
     pub starved: usize,
+    /// Rows with a same-distance ratio: how many of those are at 1.00x
+    /// or more, and how many below (absent when no row has one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_distance_won: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_distance_lost: Option<usize>,
 }
 
 /// A suite's verdict, flattened into the result file: `verdict` (the

@@ -7,8 +7,11 @@
 //! so the verdict compares locks measured in the same, interleaved runs.
 
 // The verdict's types live beside the result file that carries them.
-use super::report::{rate, table, thousands, ResultFile, ResultRow};
+use super::report::{
+    placement_cut, rate, split_by_distance, table, thousands, ResultFile, ResultRow,
+};
 pub use super::report::{Summary, Verdict, VerdictRow};
+use super::stats::median;
 use std::fmt::Write as _;
 
 /// The locks klock is judged against: what a program would use instead of
@@ -155,7 +158,25 @@ fn row(k: &ResultRow, p: &ResultRow) -> VerdictRow {
         klock_ns_per_op: None,
         peer_ns_per_op: None,
         within_10pct: None,
+        same_distance_ratio: None,
+        same_distance_peer: None,
     }
+}
+
+/// `k`'s rate over `p`'s from runs at the same CPU distance (`cut`: the
+/// round trip that splits near from far, [`placement_cut`]): the ratio of
+/// the medians of the near runs, the same of the far runs, and the
+/// geometric mean of those that exist; `None` when the two locks share
+/// no distance.
+fn same_distance(k: &ResultRow, p: &ResultRow, cut: f64) -> Option<f64> {
+    let (kn, kf) = split_by_distance(k, cut);
+    let (pn, pf) = split_by_distance(p, cut);
+    let ratios: Vec<f64> = [(kn, pn), (kf, pf)]
+        .iter()
+        .filter_map(|(a, b)| Some(ratio(median(a)?, median(b)?)))
+        .collect();
+    (!ratios.is_empty())
+        .then(|| (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp())
 }
 
 /// The fastest of `rows` (by mean kop/s) that `pick` accepts.
@@ -198,11 +219,26 @@ pub fn compute(suite: &str, rows: &[ResultRow]) -> Option<Verdict> {
             let mut threads: Vec<usize> = rows.iter().map(|r| r.threads).collect();
             threads.sort_unstable();
             threads.dedup();
+            let cut = placement_cut(rows);
             for t in threads {
                 let at = || rows.iter().filter(move |r| r.threads == t);
                 let k = fastest(at(), |id| klock_names.contains(&id));
                 if let (Some(k), Some(p)) = (k, fastest(at(), peer)) {
-                    out.push(row(k, p));
+                    let mut r = row(k, p);
+                    // Against every peer at the same distance: the
+                    // strongest one there need not be the fastest on
+                    // average over both distances.
+                    if let Some(cut) = cut {
+                        if let Some((q, id)) = at()
+                            .filter(|q| peer(&q.id))
+                            .filter_map(|q| Some((same_distance(k, q, cut)?, &q.id)))
+                            .min_by(|a, b| a.0.total_cmp(&b.0))
+                        {
+                            r.same_distance_ratio = Some(q);
+                            r.same_distance_peer = Some(id.clone());
+                        }
+                    }
+                    out.push(r);
                 }
             }
         }
@@ -248,12 +284,21 @@ pub fn compute(suite: &str, rows: &[ResultRow]) -> Option<Verdict> {
         won: out.iter().filter(|r| !r.loss).count(),
         lost: out.iter().filter(|r| r.loss).count(),
         starved: out.iter().filter(|r| r.starved).count(),
+        same_distance_won: same_distance_count(&out, true),
+        same_distance_lost: same_distance_count(&out, false),
     };
     Some(Verdict {
         rows: out,
         summary: Some(summary),
         note: None,
     })
+}
+
+/// Rows whose same-distance ratio is a win (`won`) or a loss; `None`
+/// when no row has one.
+fn same_distance_count(rows: &[VerdictRow], won: bool) -> Option<usize> {
+    let sd: Vec<f64> = rows.iter().filter_map(|r| r.same_distance_ratio).collect();
+    (!sd.is_empty()).then(|| sd.iter().filter(|&&q| (shown(q) >= 1.0) == won).count())
 }
 
 /// Fill the file's verdict from its rows.
@@ -336,7 +381,8 @@ pub fn render(file: &ResultFile) -> String {
         out += "\nklock vs best peer: klock's default lock against the fastest peer at each \
                 thread count, kop/s (ratio = klock / peer: 1.00x or more, klock did at least \
                 as well); operations per thread Min/Mean as in Fairness, mean over runs\n";
-        let header = [
+        let moved = s.same_distance_won.is_some();
+        let mut header: Vec<String> = [
             "threads",
             "klock",
             "kop/s",
@@ -347,12 +393,16 @@ pub fn render(file: &ResultFile) -> String {
             "ratio",
             "",
         ]
-        .map(String::from);
+        .map(String::from)
+        .to_vec();
+        if moved {
+            header.push("same CPU distance".into());
+        }
         let body: Vec<Vec<String>> = v
             .rows
             .iter()
             .map(|r| {
-                vec![
+                let mut cells = vec![
                     r.threads.to_string(),
                     r.klock_lock.clone(),
                     rate(r.klock_kops),
@@ -362,7 +412,15 @@ pub fn render(file: &ResultFile) -> String {
                     min_mean(r.peer_per_thread_min, r.peer_per_thread_mean),
                     fmt_ratio(r.ratio),
                     marks(r),
-                ]
+                ];
+                if moved {
+                    cells.push(match (r.same_distance_ratio, &r.same_distance_peer) {
+                        (Some(q), Some(p)) if *p == r.peer_lock => fmt_ratio(q),
+                        (Some(q), Some(p)) => format!("{} ({p})", fmt_ratio(q)),
+                        _ => "-".into(),
+                    });
+                }
+                cells
             })
             .collect();
         out += &table(&header, &body);
@@ -384,6 +442,16 @@ pub fn render(file: &ResultFile) -> String {
         "  {geo}; cells won/lost: {}/{}; starved: {}",
         s.won, s.lost, s.starved
     );
+    if let (Some(w), Some(l)) = (s.same_distance_won, s.same_distance_lost) {
+        let _ = writeln!(
+            out,
+            "  The host moved its CPUs during the suite (see the cache-line round trip above), \
+             so some of these ratios compare runs made at different CPU distances. \
+             `same CPU distance`: klock's median over the peer's median from runs at the same \
+             distance (near with near, far with far; the geometric mean where both exist), \
+             against the peer for which it is lowest; won/lost by it: {w}/{l}"
+        );
+    }
     out
 }
 
@@ -420,6 +488,96 @@ mod tests {
             xfer_ns: (None, None),
         };
         ResultRow::aggregate(id, id, "default", 0, threads, &[run])
+    }
+
+    /// A row of `id` at `threads` writers with one 1 s run per
+    /// `(kop/s, cache-line round trip ns)`, the round trip the same
+    /// before and after the run.
+    fn row_at(id: &str, threads: usize, runs: &[(f64, f64)]) -> ResultRow {
+        let runs: Vec<RunOutcome> = runs
+            .iter()
+            .map(|&(kops, ns)| {
+                let each = (kops * 1e3) as u64 / threads as u64;
+                RunOutcome {
+                    elapsed_s: 1.0,
+                    per_thread: vec![(Role::Writer, each); threads],
+                    cpu_s: 1.0,
+                    ctx_voluntary: 0,
+                    ctx_involuntary: 0,
+                    events: vec![],
+                    xfer_ns: (Some(ns), Some(ns)),
+                }
+            })
+            .collect();
+        ResultRow::aggregate(id, id, "default", 0, threads, &runs)
+    }
+
+    /// When the host moved its CPUs between runs, each row also compares
+    /// runs made at the same distance, against the peer that is strongest
+    /// there; without a move there is no such column.
+    #[test]
+    fn same_distance_ratio_compares_near_with_near_and_far_with_far() {
+        let (near, far) = (80.0, 400.0);
+        let f = file(
+            "mutex",
+            vec![
+                // klock: one near run, one far run (mean 75).
+                row_at("mutex", 4, &[(100.0, near), (50.0, far)]),
+                // The fastest peer on average (110), near runs only.
+                row_at("std-mutex", 4, &[(110.0, near), (110.0, near)]),
+                // A slower peer on average, far runs only.
+                row_at("parking_lot", 4, &[(40.0, far), (40.0, far)]),
+                // At 8 threads klock's near runs beat the peer's near runs,
+                // and the peer has a far run klock lacks.
+                row_at("mutex", 8, &[(120.0, near), (120.0, near)]),
+                row_at("std-mutex", 8, &[(100.0, near), (200.0, far)]),
+            ],
+        );
+        let v = &f.verdict;
+        let r4 = &v.rows[0];
+        assert_eq!(r4.peer_lock, "std-mutex");
+        assert!(r4.loss, "75 against 110 on average");
+        let q4 = r4.same_distance_ratio.unwrap();
+        assert!((q4 - 100.0 / 110.0).abs() < 1e-3, "{q4}: near with near");
+        assert_eq!(r4.same_distance_peer.as_deref(), Some("std-mutex"));
+        let q8 = v.rows[1].same_distance_ratio.unwrap();
+        assert!((q8 - 1.2).abs() < 1e-3, "{q8}: the far run has no partner");
+        let s = v.summary.as_ref().unwrap();
+        assert_eq!(
+            (s.same_distance_won, s.same_distance_lost),
+            (Some(1), Some(1))
+        );
+        let text = render(&f);
+        assert!(text.contains("same CPU distance"), "{text}");
+        assert!(text.contains("won/lost by it: 1/1"), "{text}");
+        let json = serde_json::to_string(&f).unwrap();
+        assert!(json.contains("\"same_distance_ratio\""), "{json}");
+
+        // The parking_lot peer is stronger than std at the far distance:
+        // it is the one named.
+        let f = file(
+            "mutex",
+            vec![
+                row_at("mutex", 4, &[(100.0, near), (50.0, far)]),
+                row_at("std-mutex", 4, &[(110.0, near), (110.0, near)]),
+                row_at("parking_lot", 4, &[(90.0, far), (90.0, far)]),
+            ],
+        );
+        let r = &f.verdict.rows[0];
+        assert_eq!(r.same_distance_peer.as_deref(), Some("parking_lot"));
+        assert!(render(&f).contains("0.56x (parking_lot)"), "{}", render(&f));
+
+        // No move: no column, no fields.
+        let f = file(
+            "mutex",
+            vec![
+                row_at("mutex", 4, &[(100.0, near), (90.0, near)]),
+                row_at("std-mutex", 4, &[(110.0, near), (110.0, near)]),
+            ],
+        );
+        assert_eq!(f.verdict.rows[0].same_distance_ratio, None);
+        assert!(!render(&f).contains("same CPU distance"));
+        assert!(!serde_json::to_string(&f).unwrap().contains("same_distance"));
     }
 
     fn row(id: &str, threads: usize, kops: f64) -> ResultRow {
