@@ -402,8 +402,8 @@ pub fn plot(file: &ResultFile, path: &Path, unit: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::report::test_rows::row_at;
     use crate::bench::report::{Machine, Provenance};
-    use crate::bench::workload::{Role, RunOutcome};
 
     fn machine() -> Machine {
         Machine {
@@ -423,24 +423,6 @@ mod tests {
             provenance: Provenance::default(),
             verdict: Default::default(),
         }
-    }
-
-    /// A row of `threads` writers whose runs did `kops` kop/s each at the
-    /// given round trips (ns, before = after).
-    fn row(id: &str, threads: usize, runs: &[(f64, f64)]) -> ResultRow {
-        let outcomes: Vec<RunOutcome> = runs
-            .iter()
-            .map(|&(kops, ns)| RunOutcome {
-                elapsed_s: 1.0,
-                per_thread: vec![(Role::Writer, (kops * 1e3) as u64)],
-                cpu_s: 1.0,
-                ctx_voluntary: 0,
-                ctx_involuntary: 0,
-                events: vec![],
-                xfer_ns: (Some(ns), Some(ns)),
-            })
-            .collect();
-        ResultRow::aggregate(id, id, "default", 0, threads, &outcomes)
     }
 
     fn tmp(name: &str) -> std::path::PathBuf {
@@ -481,10 +463,10 @@ mod tests {
     fn near_and_far_runs_are_separate_panels_never_averaged() {
         // Lock a: near runs 10 and 12, far 4; lock b: near 8, far 2 and 3.
         let rows = vec![
-            row("a", 1, &[(10.0, 80.0), (12.0, 90.0), (4.0, 400.0)]),
-            row("b", 1, &[(8.0, 85.0), (2.0, 380.0), (3.0, 420.0)]),
-            row("a", 4, &[(9.0, 80.0), (5.0, 390.0)]),
-            row("b", 4, &[(7.0, 80.0), (1.0, 390.0)]),
+            row_at("a", 1, &[(10.0, 80.0), (12.0, 90.0), (4.0, 400.0)]),
+            row_at("b", 1, &[(8.0, 85.0), (2.0, 380.0), (3.0, 420.0)]),
+            row_at("a", 4, &[(9.0, 80.0), (5.0, 390.0)]),
+            row_at("b", 4, &[(7.0, 80.0), (1.0, 390.0)]),
         ];
         let d = plot_data(&rows, "runs");
         assert_eq!(d.panels.len(), 2);
@@ -527,7 +509,7 @@ mod tests {
     fn a_placement_no_run_stayed_in_gets_no_panel() {
         // One probe far off: the run that saw it crossed the cut, so no
         // run was entirely far.
-        let mut r = row("a", 1, &[(10.0, 80.0), (12.0, 90.0), (11.0, 85.0)]);
+        let mut r = row_at("a", 1, &[(10.0, 80.0), (12.0, 90.0), (11.0, 85.0)]);
         r.xfer_ns_runs[2].1 = Some(300_000.0);
         let d = plot_data(std::slice::from_ref(&r), "runs");
         assert_eq!(d.panels.len(), 1);
@@ -540,8 +522,8 @@ mod tests {
     #[test]
     fn one_placement_is_one_panel_of_means_with_min_max_bars() {
         let rows = vec![
-            row("a", 1, &[(10.0, 80.0), (12.0, 90.0), (14.0, 100.0)]),
-            row("a", 2, &[(6.0, 80.0), (8.0, 90.0)]),
+            row_at("a", 1, &[(10.0, 80.0), (12.0, 90.0), (14.0, 100.0)]),
+            row_at("a", 2, &[(6.0, 80.0), (8.0, 90.0)]),
         ];
         let d = plot_data(&rows, "runs");
         assert_eq!(d.panels.len(), 1);
@@ -571,7 +553,7 @@ mod tests {
             .iter()
             .enumerate()
             .flat_map(|(i, id)| {
-                [1, 2, 4, 8, 16].map(|t| row(id, t, &[(100.0 + i as f64, 80.0), (300.0, 90.0)]))
+                [1, 2, 4, 8, 16].map(|t| row_at(id, t, &[(100.0 + i as f64, 80.0), (300.0, 90.0)]))
             })
             .collect();
         let path = tmp("legend.svg");

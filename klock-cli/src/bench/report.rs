@@ -746,3 +746,28 @@ pub fn render(file: &ResultFile, cost_table: bool) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// Test rows for the modules that read the runs' round trips.
+#[cfg(test)]
+pub(crate) mod test_rows {
+    use super::*;
+
+    /// A row of `id` at `threads` writers with one 1 s run per
+    /// `(kop/s, cache-line round trip ns)`, the round trip the same before
+    /// and after the run, the operations shared evenly by the threads.
+    pub(crate) fn row_at(id: &str, threads: usize, runs: &[(f64, f64)]) -> ResultRow {
+        let runs: Vec<RunOutcome> = runs
+            .iter()
+            .map(|&(kops, ns)| RunOutcome {
+                elapsed_s: 1.0,
+                per_thread: vec![(Role::Writer, (kops * 1e3) as u64 / threads as u64); threads],
+                cpu_s: 1.0,
+                ctx_voluntary: 0,
+                ctx_involuntary: 0,
+                events: vec![],
+                xfer_ns: (Some(ns), Some(ns)),
+            })
+            .collect();
+        ResultRow::aggregate(id, id, "default", 0, threads, &runs)
+    }
+}

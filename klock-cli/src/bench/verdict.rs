@@ -458,6 +458,7 @@ pub fn render(file: &ResultFile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::report::test_rows::row_at;
     use crate::bench::report::Machine;
     use crate::bench::suites::specs;
     use crate::bench::workload::{Role, RunOutcome};
@@ -488,28 +489,6 @@ mod tests {
             xfer_ns: (None, None),
         };
         ResultRow::aggregate(id, id, "default", 0, threads, &[run])
-    }
-
-    /// A row of `id` at `threads` writers with one 1 s run per
-    /// `(kop/s, cache-line round trip ns)`, the round trip the same
-    /// before and after the run.
-    fn row_at(id: &str, threads: usize, runs: &[(f64, f64)]) -> ResultRow {
-        let runs: Vec<RunOutcome> = runs
-            .iter()
-            .map(|&(kops, ns)| {
-                let each = (kops * 1e3) as u64 / threads as u64;
-                RunOutcome {
-                    elapsed_s: 1.0,
-                    per_thread: vec![(Role::Writer, each); threads],
-                    cpu_s: 1.0,
-                    ctx_voluntary: 0,
-                    ctx_involuntary: 0,
-                    events: vec![],
-                    xfer_ns: (Some(ns), Some(ns)),
-                }
-            })
-            .collect();
-        ResultRow::aggregate(id, id, "default", 0, threads, &runs)
     }
 
     /// When the host moved its CPUs between runs, each row also compares
