@@ -312,11 +312,7 @@ impl<S: Suite> AnySuite for S {
         Suite::verdict(self)
     }
     fn schedule(&self, plan: &Plan) -> Vec<(usize, usize)> {
-        schedule(
-            &Suite::points(self, plan),
-            plan.runs,
-            Suite::interleaved(self),
-        )
+        run_order(self, plan, &Suite::points(self, plan))
     }
     fn execute(&self, plan: &Plan, ctx: &Ctx) -> Result<Option<ResultFile>, String> {
         drive(self, plan, ctx)
@@ -329,6 +325,11 @@ impl<S: Suite> AnySuite for S {
     ) -> Result<RunOutcome, String> {
         Suite::tracked_run(self, plan, lock, threads)
     }
+}
+
+/// The order in which [`drive`] makes `suite`'s measured runs of `points`.
+fn run_order<S: Suite + ?Sized>(suite: &S, plan: &Plan, points: &[Point]) -> Vec<(usize, usize)> {
+    schedule(points, plan.runs, suite.interleaved())
 }
 
 /// The order of the measured runs: (point index, run number).
@@ -374,7 +375,7 @@ pub fn drive<S: Suite + ?Sized>(
         .iter()
         .map(|_| Vec::with_capacity(plan.runs))
         .collect();
-    for (i, r) in schedule(&points, plan.runs, suite.interleaved()) {
+    for (i, r) in run_order(suite, plan, &points) {
         let p = &points[i];
         ctx.step(format!(
             "{} {}, run {}",

@@ -146,9 +146,20 @@ fn iters_per_us() -> f64 {
     })
 }
 
-/// Busy work: `n` loop iterations (see [`ns_to_iters`]).
-#[inline(never)]
+/// Busy work: `n` loop iterations (see [`ns_to_iters`]). No work, no
+/// call: a suite without work outside the lock (or inside it) times the
+/// lock, not a call to an empty loop.
+#[inline]
 pub fn spin_iters(n: u64) {
+    if n > 0 {
+        spin_loop(n);
+    }
+}
+
+/// [`spin_iters`]' loop, out of line so that its length does not depend on
+/// where it is inlined.
+#[inline(never)]
+fn spin_loop(n: u64) {
     let mut x = 0u64;
     for i in 0..n {
         x = black_box(x.wrapping_add(i));
@@ -342,11 +353,7 @@ fn run_once<L: BenchLock>(w: &Workload) -> Result<RunOutcome, String> {
                     let mut n = 0u64;
                     start.wait();
                     while !stop.load(Ordering::Relaxed) {
-                        // No call where there is no work: a suite without
-                        // work outside the lock times the lock, not a call.
-                        if outside > 0 {
-                            spin_iters(outside);
-                        }
+                        spin_iters(outside);
                         rng ^= rng << 13;
                         rng ^= rng >> 7;
                         rng ^= rng << 17;
