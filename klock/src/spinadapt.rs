@@ -43,13 +43,13 @@
 //! chose sleeping with that lead and 3 of 78 without it, and the lock
 //! did 4% more work without it over 72 paired runs at 2–16 threads, 7% at
 //! 4 threads with the vCPUs near (95% intervals 1.003–1.078 and
-//! 1.027–1.115; `bench/results/2core-amd-mutex-adapt-margin.txt`). Where sleeping
-//! wins it wins by far more (always spinning did 0.49–0.72x sleeping at
-//! 4 and 16 threads with the vCPUs far apart), so a margin buys little
-//! there. The
-//! price: a lock whose two modes tie spins in about half of its runs,
-//! keeping a second CPU busy for the same work. One that was not contended at all
-//! during a run is not tested again until it is, and spins meanwhile. A test spends
+//! 1.027–1.115; `bench/results/2core-amd-mutex-adapt-margin.txt`).
+//! Where sleeping wins it wins by far more (always spinning did
+//! 0.49–0.72x sleeping at 4 and 16 threads with the vCPUs far apart), so
+//! a margin buys little there. The price: a lock whose two modes tie
+//! spins in about half of its runs, keeping a second CPU busy for the
+//! same work. A lock that was not contended at all during a run is not
+//! tested again until it is, and spins meanwhile. A test spends
 //! [`MEASURE_NS`] + [`SETTLE_NS`] in the worse mode: 2.4% of a 250 ms
 //! run, 0.3% of a 2 s one. It costs more than that time share, since
 //! the switches between modes are not free: in 1 s bench runs of a fresh
