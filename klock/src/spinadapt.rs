@@ -33,23 +33,18 @@
 //! and keeps the faster mode for the next run: [`RUN_NS`], doubled after
 //! each test that agrees with the one before, up to [`MAX_RUN_NS`], and
 //! back to [`RUN_NS`] when a test changes its mind. Spinning is kept if
-//! it was faster ([`SPIN_MARGIN_PCT`] more than sleeping, now 0: an exact
-//! tie sleeps). One test is noisy: with more threads than CPUs a 5 ms
-//! window is not much longer than a scheduler time slice, and on the
-//! 2-vCPU development host, where always spinning did 1.16–1.64x sleeping
-//! (the vCPUs near each other), single tests read 0.48–2.77. Spinning
-//! used to need a 10% lead, so that a tie would sleep and leave a CPU to
-//! the rest of the program; there, measured side by side, 22 of 78 tests
-//! chose sleeping with that lead and 3 of 78 without it, and the lock
-//! did 4% more work without it over 72 paired runs at 2–16 threads, 7% at
-//! 4 threads with the vCPUs near (95% intervals 1.003–1.078 and
-//! 1.027–1.115; `bench/results/2core-amd-mutex-adapt-margin.txt`).
-//! Where sleeping wins it wins by far more (always spinning did
-//! 0.49–0.72x sleeping at 4 and 16 threads with the vCPUs far apart), so
-//! a margin buys little there. The price: a lock whose two modes tie
-//! spins in about half of its runs, keeping a second CPU busy for the
-//! same work. A lock that was not contended at all during a run is not
-//! tested again until it is, and spins meanwhile. A test spends
+//! it was faster; an exact tie sleeps. It used to need a 10% lead, so
+//! that a tie would sleep and leave a CPU to the rest of the program, but
+//! one test is noisy (with more threads than CPUs a 5 ms window is not
+//! much longer than a scheduler time slice), and where spinning won by
+//! 1.06–1.56x that lead made 22 of 78 tests choose sleeping; without it
+//! the lock did 4% more work over 72 runs measured side by side
+//! (`docs/locks/mutex.md`, "No margin"). Where sleeping wins it wins by
+//! far more (always spinning did 0.49–0.56x sleeping at 16 threads with
+//! the vCPUs far apart), so a margin buys little there. The price: a lock
+//! whose two modes tie spins in about half of its runs, keeping a second
+//! CPU busy for the same work. A lock that was not contended at all
+//! during a run is not tested again until it is, and spins meanwhile. A test spends
 //! [`MEASURE_NS`] + [`SETTLE_NS`] in the worse mode: 2.4% of a 250 ms
 //! run, 0.3% of a 2 s one. It costs more than that time share, since
 //! the switches between modes are not free: in 1 s bench runs of a fresh
@@ -77,9 +72,6 @@ pub const RUN_NS: u64 = 250_000_000;
 /// The longest run (ns), reached by doubling [`RUN_NS`] while successive
 /// tests agree.
 pub const MAX_RUN_NS: u64 = 2_000_000_000;
-/// Spinning is kept only if it was more than this much faster than
-/// sleeping (%): 0, faster at all (see the [module docs](self)).
-pub const SPIN_MARGIN_PCT: u64 = 0;
 
 const RUN: u8 = 0;
 const SETTLE_SPIN: u8 = 1;
@@ -104,8 +96,7 @@ pub fn set_enabled(on: bool) {
 /// What a checkpoint decided (for the caller's event counters).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// Spinning won (by more than [`SPIN_MARGIN_PCT`]): keep it for the
-    /// next run.
+    /// Spinning was faster: keep it for the next run.
     Spin,
     /// Sleeping was faster, or as fast: no spinning for the next run.
     NoSpin,
@@ -262,8 +253,7 @@ impl SpinAdapt {
                 let nospin = rate();
                 self.nospin_rate.store(nospin, Relaxed);
                 let spin = self.spin_rate.load(Relaxed);
-                let keep_spinning =
-                    spin.saturating_mul(100) > nospin.saturating_mul(100 + SPIN_MARGIN_PCT);
+                let keep_spinning = spin > nospin;
                 self.spin.store(keep_spinning, Relaxed);
                 self.seen.store(false, Relaxed);
                 let verdict = if keep_spinning { SPIN } else { NOSPIN };
@@ -365,7 +355,7 @@ mod tests {
         let (d, t, c) = cycle(&a, t, c, 4_000_000, 4_000_000);
         assert_eq!(d, Decision::NoSpin);
         assert!(!a.spin());
-        // Spinning 5% faster is past the margin (none): spin.
+        // Spinning 5% faster: spin (no margin).
         let (d, t, c) = cycle(&a, t, c, 4_200_000, 4_000_000);
         assert_eq!(d, Decision::Spin);
         // Spinning 5% slower: sleep.
