@@ -290,6 +290,28 @@ pub struct VerdictRow {
     /// The peer of [`Self::same_distance_ratio`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub same_distance_peer: Option<String>,
+    /// Round by round: the ratio from each round's pair of runs (absent
+    /// with fewer than two rounds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<Rounds>,
+}
+
+/// A verdict row's ratio round by round. A suite makes its runs in
+/// rounds: round *i* runs every lock once, back to back, at one thread
+/// count, so run *i* of klock's lock and run *i* of the peer saw the
+/// host in about the same state. The ratio of each such pair (klock's
+/// rate over the peer's, as [`VerdictRow::ratio`]) tells a loss the runs
+/// agree on from one that the run-to-run noise could turn around.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Rounds {
+    /// Rounds whose ratio, rounded to the two decimals printed, is 1.00
+    /// or more.
+    pub won: usize,
+    /// Rounds compared.
+    pub of: usize,
+    /// The lowest and the highest round's ratio.
+    pub min: f64,
+    pub max: f64,
 }
 
 /// The line under the table (JSON `verdict_summary`).
@@ -309,6 +331,10 @@ pub struct Summary {
     pub same_distance_won: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub same_distance_lost: Option<usize>,
+    /// Lost cells (`lost`) whose every round was a loss too; absent when
+    /// no row has [`VerdictRow::rounds`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_every_round: Option<usize>,
 }
 
 /// A suite's verdict, flattened into the result file: `verdict` (the

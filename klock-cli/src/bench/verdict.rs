@@ -10,7 +10,7 @@
 use super::report::{
     placement_cut, rate, split_by_distance, table, thousands, ResultFile, ResultRow,
 };
-pub use super::report::{Summary, Verdict, VerdictRow};
+pub use super::report::{Rounds, Summary, Verdict, VerdictRow};
 use super::stats::median;
 use std::fmt::Write as _;
 
@@ -160,7 +160,25 @@ fn row(k: &ResultRow, p: &ResultRow) -> VerdictRow {
         within_10pct: None,
         same_distance_ratio: None,
         same_distance_peer: None,
+        rounds: rounds(k, p),
     }
+}
+
+/// `k`'s rate over `p`'s round by round: run *i* of each was made in
+/// round *i*, back to back with the other's (see [`Rounds`]). `None`
+/// unless both have the same two or more runs.
+fn rounds(k: &ResultRow, p: &ResultRow) -> Option<Rounds> {
+    let (a, b) = (&k.kops_runs, &p.kops_runs);
+    if a.len() != b.len() || a.len() < 2 {
+        return None;
+    }
+    let ratios: Vec<f64> = a.iter().zip(b).map(|(&x, &y)| ratio(x, y)).collect();
+    Some(Rounds {
+        won: ratios.iter().filter(|&&r| shown(r) >= 1.0).count(),
+        of: ratios.len(),
+        min: ratios.iter().copied().fold(f64::INFINITY, f64::min),
+        max: ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    })
 }
 
 /// `k`'s rate over `p`'s from runs at the same CPU distance (`cut`: the
@@ -286,6 +304,11 @@ pub fn compute(suite: &str, rows: &[ResultRow]) -> Option<Verdict> {
         starved: out.iter().filter(|r| r.starved).count(),
         same_distance_won: same_distance_count(&out, true),
         same_distance_lost: same_distance_count(&out, false),
+        lost_every_round: out.iter().any(|r| r.rounds.is_some()).then(|| {
+            out.iter()
+                .filter(|r| r.loss && r.rounds.is_some_and(|q| q.won == 0))
+                .count()
+        }),
     };
     Some(Verdict {
         rows: out,
@@ -325,6 +348,21 @@ fn marks(r: &VerdictRow) -> String {
     m.join(" ")
 }
 
+/// `won/of (min-max)`, or `-` for a row without rounds.
+fn fmt_rounds(q: Option<Rounds>) -> String {
+    match q {
+        Some(q) if q.min.is_finite() && q.max.is_finite() => format!(
+            "{}/{} ({:.2}-{:.2}x)",
+            q.won,
+            q.of,
+            shown(q.min),
+            shown(q.max)
+        ),
+        Some(q) => format!("{}/{}", q.won, q.of),
+        None => "-".into(),
+    }
+}
+
 fn min_mean(min: u64, mean: f64) -> String {
     format!("{}/{}", thousands(min as f64), thousands(mean))
 }
@@ -341,10 +379,11 @@ pub fn render(file: &ResultFile) -> String {
         return out;
     };
     let kinds = v.rows.iter().any(|r| r.kind.is_some());
+    let by_round = s.lost_every_round.is_some();
     if kinds {
         out += "\nklock vs best peer, uncontended: each klock lock against the cheapest peer of \
                 its kind, ns/op (ratio = peer ns / klock ns: 1.00x or more, klock costs no more)\n";
-        let header = [
+        let mut header: Vec<String> = [
             "kind",
             "klock",
             "ns/op",
@@ -354,12 +393,16 @@ pub fn render(file: &ResultFile) -> String {
             "within 10%",
             "",
         ]
-        .map(String::from);
+        .map(String::from)
+        .to_vec();
+        if by_round {
+            header.push("rounds won".into());
+        }
         let body: Vec<Vec<String>> = v
             .rows
             .iter()
             .map(|r| {
-                vec![
+                let mut cells = vec![
                     r.kind.clone().unwrap_or_default(),
                     r.klock_lock.clone(),
                     format!("{:.1}", r.klock_ns_per_op.unwrap_or(f64::NAN)),
@@ -373,7 +416,11 @@ pub fn render(file: &ResultFile) -> String {
                     }
                     .into(),
                     marks(r),
-                ]
+                ];
+                if by_round {
+                    cells.push(fmt_rounds(r.rounds));
+                }
+                cells
             })
             .collect();
         out += &table(&header, &body);
@@ -395,6 +442,9 @@ pub fn render(file: &ResultFile) -> String {
         ]
         .map(String::from)
         .to_vec();
+        if by_round {
+            header.push("rounds won".into());
+        }
         if moved {
             header.push("same CPU distance".into());
         }
@@ -413,6 +463,9 @@ pub fn render(file: &ResultFile) -> String {
                     fmt_ratio(r.ratio),
                     marks(r),
                 ];
+                if by_round {
+                    cells.push(fmt_rounds(r.rounds));
+                }
                 if moved {
                     cells.push(match (r.same_distance_ratio, &r.same_distance_peer) {
                         (Some(q), Some(p)) if *p == r.peer_lock => fmt_ratio(q),
@@ -437,11 +490,21 @@ pub fn render(file: &ResultFile) -> String {
         }
         _ => format!("geomean of ratios: no thread count of {GEOMEAN_FROM} or more ran"),
     };
+    let every = match s.lost_every_round {
+        Some(n) => format!(" (lost in every round: {n})"),
+        None => String::new(),
+    };
     let _ = writeln!(
         out,
-        "  {geo}; cells won/lost: {}/{}; starved: {}",
+        "  {geo}; cells won/lost: {}/{}{every}; starved: {}",
         s.won, s.lost, s.starved
     );
+    if by_round {
+        out += "  `rounds won`: the runs are made in rounds, each lock once per round, back to \
+                back; of the rounds, how many klock's run won against the peer's run of the \
+                same round, and the lowest and highest ratio of a round. A loss that some \
+                round won is within the runs' noise: more --runs tell it apart\n";
+    }
     if let (Some(w), Some(l)) = (s.same_distance_won, s.same_distance_lost) {
         let _ = writeln!(
             out,
@@ -718,6 +781,78 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    /// Run *i* of klock's lock is compared with run *i* of the peer:
+    /// the rounds won, the lowest and highest ratio, and the losses that
+    /// every round agrees on; nothing of it with one run per lock.
+    #[test]
+    fn rounds_pair_run_i_with_run_i() {
+        let near = 80.0;
+        let f = file(
+            "mutex",
+            vec![
+                // 4 threads: mean 100.3 against 103.3; rounds 0.90, 1.10, 0.90.
+                row_at("mutex", 4, &[(90.0, near), (121.0, near), (90.0, near)]),
+                row_at(
+                    "std-mutex",
+                    4,
+                    &[(100.0, near), (110.0, near), (100.0, near)],
+                ),
+                // 8 threads: every round lost (0.80, 0.50, 0.95).
+                row_at("mutex", 8, &[(80.0, near), (50.0, near), (95.0, near)]),
+                row_at(
+                    "std-mutex",
+                    8,
+                    &[(100.0, near), (100.0, near), (100.0, near)],
+                ),
+                // 16 threads: won on average and in two rounds of three.
+                row_at("mutex", 16, &[(120.0, near), (99.0, near), (130.0, near)]),
+                row_at(
+                    "std-mutex",
+                    16,
+                    &[(100.0, near), (100.0, near), (100.0, near)],
+                ),
+            ],
+        );
+        let v = &f.verdict;
+        let q: Vec<Rounds> = v.rows.iter().map(|r| r.rounds.unwrap()).collect();
+        assert_eq!((q[0].won, q[0].of), (1, 3));
+        assert!((q[0].min - 0.9).abs() < 1e-3 && (q[0].max - 1.1).abs() < 1e-3);
+        assert_eq!((q[1].won, q[1].of), (0, 3));
+        assert!((q[1].min - 0.5).abs() < 1e-3 && (q[1].max - 0.95).abs() < 1e-3);
+        assert_eq!((q[2].won, q[2].of), (2, 3));
+        assert!(v.rows[0].loss && v.rows[1].loss && !v.rows[2].loss);
+        let s = v.summary.as_ref().unwrap();
+        assert_eq!((s.won, s.lost, s.lost_every_round), (1, 2, Some(1)));
+        let text = render(&f);
+        assert!(text.contains("rounds won"), "{text}");
+        assert!(text.contains("1/3 (0.90-1.10x)"), "{text}");
+        assert!(text.contains("0/3 (0.50-0.95x)"), "{text}");
+        assert!(
+            text.contains("cells won/lost: 1/2 (lost in every round: 1)"),
+            "{text}"
+        );
+        let json = serde_json::to_string(&f).unwrap();
+        assert!(json.contains("\"rounds\":{\"won\":1,\"of\":3"), "{json}");
+        assert!(json.contains("\"lost_every_round\":1"), "{json}");
+
+        // One run each, or different numbers of runs: no rounds.
+        let f = file(
+            "mutex",
+            vec![
+                row_at("mutex", 4, &[(90.0, near)]),
+                row_at("std-mutex", 4, &[(100.0, near)]),
+                row_at("mutex", 8, &[(90.0, near), (90.0, near)]),
+                row_at("std-mutex", 8, &[(100.0, near)]),
+            ],
+        );
+        assert!(f.verdict.rows.iter().all(|r| r.rounds.is_none()));
+        assert_eq!(f.verdict.summary.as_ref().unwrap().lost_every_round, None);
+        let text = render(&f);
+        assert!(!text.contains("rounds won"), "{text}");
+        assert!(!text.contains("every round"), "{text}");
+        assert!(!serde_json::to_string(&f).unwrap().contains("rounds"));
     }
 
     #[test]
