@@ -6,10 +6,11 @@
 # `stop_server` stops the server in "$tmp/pid" (SIGINT, its own way out,
 # which prints the lock profile) and waits for it; `alternate ROUNDS`
 # calls the script's `run NAME ENV...` on glibc's locks, klock's and
-# klock's with the profile, ROUNDS times; `median` prints the median of the
-# numbers on its input, one per line; `summary UNIT BASE NAME...` prints
-# the medians of "$tmp/results" (lines `NAME VALUE`) over BASE's and the
-# paired ratios.
+# klock's with the profile, ROUNDS times, each round starting one place
+# further in that order (and marks each round in "$tmp/results"); `median`
+# prints the median of the numbers on its input, one per line; `summary
+# UNIT BASE NAME...` prints the medians of "$tmp/results" (lines `NAME
+# VALUE`) over BASE's and the paired ratios, round by round.
 
 bench_setup() {
     local name=$1 needs=$2
@@ -30,11 +31,22 @@ stop_server() {
     rm -f "$tmp/pid"
 }
 
+# Round r runs the three from place r mod 3 on (glibc, klock, klock+stat;
+# then klock, klock+stat, glibc; ...), so that each comes first, second
+# and third equally often and no place in the order can favour one of
+# them (with glibc always first, a slower second or third run of a round
+# would have counted against klock).
 alternate() {
-    for _ in $(seq "$1"); do
-        run glibc
-        run klock LD_PRELOAD="$so"
-        run klock+stat LD_PRELOAD="$so" KLOCK_STAT=1
+    local r i
+    for r in $(seq 0 $(($1 - 1))); do
+        echo "round $r" >>"$tmp/results"
+        for i in 0 1 2; do
+            case $(((r + i) % 3)) in
+            0) run glibc ;;
+            1) run klock LD_PRELOAD="$so" ;;
+            2) run klock+stat LD_PRELOAD="$so" KLOCK_STAT=1 ;;
+            esac
+        done
     done
 }
 
@@ -44,9 +56,9 @@ median() {
 
 # summary UNIT BASE NAME...: for each NAME, the median of its values in
 # "$tmp/results" and its ratio to BASE's median; then, for each NAME but
-# BASE, the paired ratios: each round's run over the BASE run just before
-# it (the host's slow drifts cancel within a round), their median and how
-# many rounds were at or above 1.
+# BASE, the paired ratios: each round's run over the BASE run of the same
+# round (the host's slow drifts cancel within a round), their median and
+# how many rounds were at or above 1.
 summary() {
     local unit=$1 base_name=$2 k m base
     shift 2
@@ -60,8 +72,12 @@ summary() {
     echo
     for k in "$@"; do
         [ "$k" = "$base_name" ] && continue
-        awk -v b="$base_name" -v n="$k" '$1 == b { g = $2 } $1 == n { print $2 / g }' \
-            "$tmp/results" >"$tmp/ratios"
+        awk -v b="$base_name" -v n="$k" '
+            function pair() { if (g != "" && v != "") print v / g; g = v = "" }
+            $1 == "round" { pair(); next }
+            $1 == b { g = $2 }
+            $1 == n { v = $2 }
+            END { pair() }' "$tmp/results" >"$tmp/ratios"
         m=$(median <"$tmp/ratios")
         awk -v k="$k" -v m="$m" -v n="$base_name" \
             '$1 >= 1 { up++ } END { printf "paired %-12s median %.3fx %s; %d of %d rounds at or above 1\n", k, m, n, up, NR }' \

@@ -8,8 +8,9 @@
 #        `cargo build --release`. Needs memcached and cc.
 # Prints each run's requests per second, then the medians and their ratios
 # to glibc's, then the paired ratios: each round's klock run against the
-# glibc run just before it (the host's slow drifts cancel within a round),
-# their median and how many rounds were at or above 1.
+# glibc run of the same round (the host's slow drifts cancel within a
+# round; each round starts one place further in the order, lib.sh), their
+# median and how many rounds were at or above 1.
 set -euo pipefail
 
 rounds=${1:-5}
