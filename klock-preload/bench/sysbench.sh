@@ -48,9 +48,16 @@ run() {
 echo "$(sysbench --version), $(nproc) CPUs; $rounds rounds"
 for test in threads mutex; do
     for t in $threads; do
-        for _ in $(seq "$rounds"); do
-            run "$test" "$t" glibc X=
-            run "$test" "$t" klock LD_PRELOAD="$so"
+        # glibc first in odd rounds, klock first in even ones: no place
+        # in the order favours either.
+        for r in $(seq "$rounds"); do
+            if [ $((r % 2)) = 1 ]; then
+                run "$test" "$t" glibc X=
+                run "$test" "$t" klock LD_PRELOAD="$so"
+            else
+                run "$test" "$t" klock LD_PRELOAD="$so"
+                run "$test" "$t" glibc X=
+            fi
         done
     done
 done
