@@ -69,12 +69,14 @@ static void probe(void) {
 static pthread_mutex_t st_mutexes[3] = {
     PTHREAD_MUTEX_INITIALIZER, PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP,
     PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP};
-static volatile int st_got;
+/* Each locker holds a different mutex, so they may count at once: an
+ * atomic add, or two of them could make one increment. */
+static int st_got;
 
 static void *st_locker(void *arg) {
   pthread_mutex_t *m = arg;
   CHECK_RC(pthread_mutex_lock(m), 0);
-  st_got++;
+  __atomic_add_fetch(&st_got, 1, __ATOMIC_SEQ_CST);
   CHECK_RC(pthread_mutex_unlock(m), 0);
   return NULL;
 }
@@ -99,13 +101,13 @@ static void single_threaded(void) {
   /* Let them queue and sleep behind the holds. */
   struct timespec nap = {0, 50 * 1000 * 1000};
   nanosleep(&nap, NULL);
-  CHECK(st_got == 0);
+  CHECK(__atomic_load_n(&st_got, __ATOMIC_SEQ_CST) == 0);
   CHECK_RC(pthread_mutex_unlock(&st_mutexes[1]), 0);
   for (int i = 0; i < 3; i++)
     CHECK_RC(pthread_mutex_unlock(&st_mutexes[i]), 0);
   for (int i = 0; i < 3; i++)
     CHECK_RC(pthread_join(t[i], NULL), 0);
-  CHECK(st_got == 3);
+  CHECK(__atomic_load_n(&st_got, __ATOMIC_SEQ_CST) == 3);
   for (int i = 0; i < 3; i++) {
     /* No owner, no flag (the bits above are the adaptive spin test's
      * mark and the fork generation). */
