@@ -7,7 +7,8 @@
 # which prints the lock profile) and waits for it; `alternate ROUNDS`
 # calls the script's `run NAME ENV...` on glibc's locks, klock's and
 # klock's with the profile, ROUNDS times, each round starting one place
-# further in that order (and marks each round in "$tmp/results"); `median`
+# further in that order (`rotation`; and marks each round in
+# "$tmp/results"); `median`
 # prints the median of the numbers on its input, one per line; `summary
 # UNIT BASE NAME...` prints the medians of "$tmp/results" (lines `NAME
 # VALUE`) over BASE's and the paired ratios, round by round.
@@ -31,17 +32,26 @@ stop_server() {
     rm -f "$tmp/pid"
 }
 
-# Round r runs the three from place r mod 3 on (glibc, klock, klock+stat;
-# then klock, klock+stat, glibc; ...), so that each comes first, second
-# and third equally often and no place in the order can favour one of
-# them (with glibc always first, a slower second or third run of a round
-# would have counted against klock).
+# rotation R N: the order of N contenders (0 .. N-1) in round R, starting
+# R places further each round, so that each comes first, second, ...
+# equally often and no place in the order can favour one of them (with
+# glibc always first, a slower second or third run of a round would have
+# counted against klock).
+rotation() {
+    local i
+    for i in $(seq 0 $(($2 - 1))); do
+        echo $((($1 + i) % $2))
+    done
+}
+
+# Round r: glibc, klock, klock+stat from place r mod 3 on (then klock,
+# klock+stat, glibc; ...).
 alternate() {
     local r i
     for r in $(seq 0 $(($1 - 1))); do
         echo "round $r" >>"$tmp/results"
-        for i in 0 1 2; do
-            case $(((r + i) % 3)) in
+        for i in $(rotation "$r" 3); do
+            case $i in
             0) run glibc ;;
             1) run klock LD_PRELOAD="$so" ;;
             2) run klock+stat LD_PRELOAD="$so" KLOCK_STAT=1 ;;

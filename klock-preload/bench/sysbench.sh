@@ -48,16 +48,14 @@ run() {
 echo "$(sysbench --version), $(nproc) CPUs; $rounds rounds"
 for test in threads mutex; do
     for t in $threads; do
-        # glibc first in odd rounds, klock first in even ones: no place
-        # in the order favours either.
-        for r in $(seq "$rounds"); do
-            if [ $((r % 2)) = 1 ]; then
-                run "$test" "$t" glibc X=
-                run "$test" "$t" klock LD_PRELOAD="$so"
-            else
-                run "$test" "$t" klock LD_PRELOAD="$so"
-                run "$test" "$t" glibc X=
-            fi
+        # glibc and klock first in turn (lib.sh's `rotation`).
+        for r in $(seq 0 $((rounds - 1))); do
+            for i in $(rotation "$r" 2); do
+                case $i in
+                0) run "$test" "$t" glibc X= ;;
+                1) run "$test" "$t" klock LD_PRELOAD="$so" ;;
+                esac
+            done
         done
     done
 done

@@ -806,12 +806,14 @@ mod tests {
                     8,
                     &[(100.0, near), (100.0, near), (100.0, near)],
                 ),
-                // 16 threads: won on average and in two rounds of three.
-                row_at("mutex", 16, &[(120.0, near), (99.0, near), (130.0, near)]),
+                // 16 threads: level on average (1.00x, no loss); round by
+                // round 0.67, 1.00, 1.50, where pairing the runs sorted
+                // instead of by round would read 1.00 three times.
+                row_at("mutex", 16, &[(80.0, near), (100.0, near), (120.0, near)]),
                 row_at(
                     "std-mutex",
                     16,
-                    &[(100.0, near), (100.0, near), (100.0, near)],
+                    &[(120.0, near), (100.0, near), (80.0, near)],
                 ),
             ],
         );
@@ -822,6 +824,7 @@ mod tests {
         assert_eq!((q[1].won, q[1].of), (0, 3));
         assert!((q[1].min - 0.5).abs() < 1e-3 && (q[1].max - 0.95).abs() < 1e-3);
         assert_eq!((q[2].won, q[2].of), (2, 3));
+        assert!((q[2].min - 2.0 / 3.0).abs() < 1e-3 && (q[2].max - 1.5).abs() < 1e-3);
         assert!(v.rows[0].loss && v.rows[1].loss && !v.rows[2].loss);
         let s = v.summary.as_ref().unwrap();
         assert_eq!((s.won, s.lost, s.lost_every_round), (1, 2, Some(1)));
@@ -829,6 +832,7 @@ mod tests {
         assert!(text.contains("rounds won"), "{text}");
         assert!(text.contains("1/3 (0.90-1.10x)"), "{text}");
         assert!(text.contains("0/3 (0.50-0.95x)"), "{text}");
+        assert!(text.contains("2/3 (0.67-1.50x)"), "{text}");
         assert!(
             text.contains("cells won/lost: 1/2 (lost in every round: 1)"),
             "{text}"
