@@ -28,6 +28,16 @@ enum Cmd {
     /// Run a program on klock's locks: libklock_preload.so replaces its pthread mutexes,
     /// rwlocks, spinlocks and condition variables (exits with the program's status).
     Run(RunArgs),
+    /// Print the "klock vs best peer" verdict of saved `klock bench` JSON result files,
+    /// computed again from their runs by this build's rules.
+    Verdict(VerdictArgs),
+}
+
+#[derive(Args)]
+struct VerdictArgs {
+    /// Result files written by `klock bench` (--json).
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
 }
 
 #[derive(Args)]
@@ -220,7 +230,7 @@ fn main() -> ExitCode {
     // KLOCK_ONCPU chooses (the `-bpf` ids attach the eBPF program for
     // their own runs only), so that a run compares like with like.
     // `klock run` starts another program and needs no oracle here.
-    if !matches!(cli.cmd, Cmd::Run(_)) {
+    if !matches!(cli.cmd, Cmd::Run(_) | Cmd::Verdict(_)) {
         if std::env::var_os("KLOCK_ONCPU").is_none() {
             let _ = klock::oncpu::use_oracle(klock::oncpu::OracleKind::Budget);
         } else {
@@ -231,6 +241,19 @@ fn main() -> ExitCode {
     }
     match cli.cmd {
         Cmd::Run(a) => run_main(a),
+        Cmd::Verdict(a) => {
+            let mut status = ExitCode::SUCCESS;
+            for f in &a.files {
+                match bench::verdict::reread(f) {
+                    Ok(text) => print!("{text}"),
+                    Err(e) => {
+                        eprintln!("klock verdict: error: {e}");
+                        status = ExitCode::from(2);
+                    }
+                }
+            }
+            status
+        }
         Cmd::Torture(a) => torture_main(a),
         Cmd::Stat(a) => {
             let opts = bench::Options {

@@ -180,3 +180,64 @@ fn treelock_verdict_names_klocks_best_default_per_row() {
         assert_eq!(r["peer_lock"], "std-mutex");
     }
 }
+
+/// `klock verdict FILE` reads a result file back and prints the verdict
+/// that `klock bench` printed for it, held-out column included; a file
+/// that is missing or not a result file is an error that names it.
+#[test]
+fn verdict_rereads_a_result_file() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("klock-verdict-reread-{}", std::process::id()));
+    let json = dir.join("v.json");
+    let klock = || Command::new(env!("CARGO_BIN_EXE_klock"));
+    let o = klock()
+        .args(["bench", "spinlock", "--locks", "qspinlock,ttas,ticket"])
+        .args(["--threads", "1,2", "--duration", "20ms", "--runs", "2"])
+        .args(["--warmup", "10ms", "--json", json.to_str().unwrap()])
+        .args(["--plot", dir.join("v.svg").to_str().unwrap()])
+        .output()
+        .expect("run klock bench");
+    let printed = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{printed}");
+    let o = klock()
+        .arg("verdict")
+        .arg(&json)
+        .output()
+        .expect("run klock verdict");
+    let again = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{again}");
+    assert!(again.contains("== spinlock — "), "{again}");
+    assert!(again.contains("held out"), "{again}");
+    // The same table, line for line, as the bench printed.
+    let table = |t: &str| -> Vec<String> {
+        t.lines()
+            .skip_while(|l| !l.starts_with("klock vs best peer"))
+            .take_while(|l| !l.trim_start().starts_with("geomean"))
+            .map(String::from)
+            .collect()
+    };
+    let (a, b) = (table(&printed), table(&again));
+    assert!(a.len() >= 4, "{printed}");
+    assert_eq!(a, b, "bench printed:\n{printed}\nverdict printed:\n{again}");
+
+    let missing = dir.join("none.json");
+    std::fs::write(dir.join("not.json"), "{\"suite\": 3}").unwrap();
+    let o = klock()
+        .arg("verdict")
+        .arg(&missing)
+        .arg(dir.join("not.json"))
+        .output()
+        .expect("run klock verdict");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("cannot read") && err.contains("none.json"),
+        "{err}"
+    );
+    assert!(
+        err.contains("not.json: not a `klock bench` result file"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -178,8 +178,10 @@ impl ResultRow {
 }
 
 /// Where a result file comes from: the klock build and the command line.
-/// Every result file carries these fields at its top level.
+/// Every result file carries these fields at its top level (older ones
+/// may lack them: read back, they are then empty).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Provenance {
     pub klock_version: String,
     /// The commit the binary was built from (`unknown` outside a git
@@ -226,14 +228,17 @@ pub fn shell_quote(a: &str) -> String {
     }
 }
 
-/// A suite's result file.
-#[derive(Debug, Clone, Serialize)]
+/// A suite's result file. Read back (`klock verdict`), the additions may
+/// be absent, and the verdict is not read: it is computed again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ResultFile {
     pub suite: String,
     pub machine: Machine,
     pub results: Vec<ResultRow>,
     // Additions beyond the contract.
+    #[serde(default)]
     pub title: String,
+    #[serde(default)]
     pub workload: String,
     /// `klock_version`, `git_commit`, `git_dirty`, `command`,
     /// `command_argv` at the top level.
@@ -241,7 +246,7 @@ pub struct ResultFile {
     pub provenance: Provenance,
     /// klock's default lock against the best peer: `verdict`,
     /// `verdict_summary` (and `verdict_note`) at the top level.
-    #[serde(flatten)]
+    #[serde(flatten, skip_deserializing)]
     pub verdict: Verdict,
 }
 
@@ -294,6 +299,16 @@ pub struct VerdictRow {
     /// with fewer than two rounds).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rounds: Option<Rounds>,
+    /// The ratio with the best peer held out of its own selection: for
+    /// each round, the fastest peer (and, where klock's side is the best
+    /// of several locks, klock's fastest) by the mean of the *other*
+    /// rounds, and that round's runs of the two; klock's sum over the
+    /// peers' sum. The fastest of several peers' means is partly the
+    /// fastest by its noise, which pulls [`Self::ratio`] down against
+    /// peers that tie; this ratio has no such pull. Absent with fewer
+    /// than two rounds, or when the locks have different numbers of runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_out: Option<f64>,
 }
 
 /// A verdict row's ratio round by round. A suite makes its runs in
@@ -335,6 +350,12 @@ pub struct Summary {
     /// no row has [`VerdictRow::rounds`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lost_every_round: Option<usize>,
+    /// Rows with a [`VerdictRow::held_out`] ratio: how many of those are
+    /// at 1.00x or more, and how many below (absent when no row has one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_out_won: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_out_lost: Option<usize>,
 }
 
 /// A suite's verdict, flattened into the result file: `verdict` (the

@@ -8,11 +8,12 @@
 
 // The verdict's types live beside the result file that carries them.
 use super::report::{
-    placement_cut, rate, split_by_distance, table, thousands, ResultFile, ResultRow,
+    io_reason, placement_cut, rate, split_by_distance, table, thousands, ResultFile, ResultRow,
 };
 pub use super::report::{Rounds, Summary, Verdict, VerdictRow};
 use super::stats::median;
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// The locks klock is judged against: what a program would use instead of
 /// klock (std, parking_lot, glibc, and the two textbook spinlocks). klock's
@@ -161,7 +162,31 @@ fn row(k: &ResultRow, p: &ResultRow) -> VerdictRow {
         same_distance_ratio: None,
         same_distance_peer: None,
         rounds: rounds(k, p),
+        held_out: None,
     }
+}
+
+/// klock's rate over the best peer's, each side's best chosen without the
+/// round it is scored on (see [`VerdictRow::held_out`]): for round *i*,
+/// the fastest of `klocks` and the fastest of `peers` by their mean over
+/// the other rounds, then run *i* of each; the ratio of the sums. `None`
+/// unless every row has the same two or more runs.
+fn held_out(klocks: &[&ResultRow], peers: &[&ResultRow]) -> Option<f64> {
+    let n = klocks.first()?.kops_runs.len();
+    if n < 2 || peers.is_empty() || klocks.iter().chain(peers).any(|r| r.kops_runs.len() != n) {
+        return None;
+    }
+    // The sum of the other rounds ranks as their mean does (same count).
+    let others = |r: &ResultRow, i: usize| r.kops_runs.iter().sum::<f64>() - r.kops_runs[i];
+    let pick = |rows: &[&ResultRow], i: usize| {
+        rows.iter()
+            .max_by(|a, b| others(a, i).total_cmp(&others(b, i)))
+            .map_or(0.0, |r| r.kops_runs[i])
+    };
+    let (k, p) = (0..n).fold((0.0, 0.0), |(k, p), i| {
+        (k + pick(klocks, i), p + pick(peers, i))
+    });
+    Some(ratio(k, p))
 }
 
 /// `k`'s rate over `p`'s round by round: run *i* of each was made in
@@ -223,8 +248,13 @@ pub fn compute(suite: &str, rows: &[ResultRow]) -> Option<Verdict> {
                 let k = fastest(rows.iter(), |id| id == kind.klock);
                 let p = fastest(rows.iter(), |id| kind.peers.contains(&id) && peer(id));
                 if let (Some(k), Some(p)) = (k, p) {
+                    let peers: Vec<&ResultRow> = rows
+                        .iter()
+                        .filter(|r| kind.peers.contains(&r.id.as_str()) && peer(&r.id))
+                        .collect();
                     out.push(VerdictRow {
                         kind: Some(kind.name.into()),
+                        held_out: held_out(&[k], &peers),
                         klock_ns_per_op: Some(ns_per_op(k)),
                         peer_ns_per_op: Some(ns_per_op(p)),
                         within_10pct: Some(ns_per_op(k) <= (1.0 + WITHIN) * ns_per_op(p)),
@@ -243,6 +273,11 @@ pub fn compute(suite: &str, rows: &[ResultRow]) -> Option<Verdict> {
                 let k = fastest(at(), |id| klock_names.contains(&id));
                 if let (Some(k), Some(p)) = (k, fastest(at(), peer)) {
                     let mut r = row(k, p);
+                    let klocks: Vec<&ResultRow> = at()
+                        .filter(|r| klock_names.contains(&r.id.as_str()))
+                        .collect();
+                    let peers: Vec<&ResultRow> = at().filter(|r| peer(&r.id)).collect();
+                    r.held_out = held_out(&klocks, &peers);
                     // Against every peer at the same distance: the
                     // strongest one there need not be the fastest on
                     // average over both distances.
@@ -309,6 +344,8 @@ pub fn compute(suite: &str, rows: &[ResultRow]) -> Option<Verdict> {
                 .filter(|r| r.loss && r.rounds.is_some_and(|q| q.won == 0))
                 .count()
         }),
+        held_out_won: held_out_count(&out, true),
+        held_out_lost: held_out_count(&out, false),
     };
     Some(Verdict {
         rows: out,
@@ -322,6 +359,47 @@ pub fn compute(suite: &str, rows: &[ResultRow]) -> Option<Verdict> {
 fn same_distance_count(rows: &[VerdictRow], won: bool) -> Option<usize> {
     let sd: Vec<f64> = rows.iter().filter_map(|r| r.same_distance_ratio).collect();
     (!sd.is_empty()).then(|| sd.iter().filter(|&&q| (shown(q) >= 1.0) == won).count())
+}
+
+/// Rows whose held-out ratio is a win (`won`) or a loss; `None` when no
+/// row has one.
+fn held_out_count(rows: &[VerdictRow], won: bool) -> Option<usize> {
+    let h: Vec<f64> = rows.iter().filter_map(|r| r.held_out).collect();
+    (!h.is_empty()).then(|| h.iter().filter(|&&q| (shown(q) >= 1.0) == won).count())
+}
+
+/// The verdict of a saved result file (`klock verdict FILE`), computed
+/// again from its rows by this build's rules: a line naming the suite,
+/// the file, its machine and the build that made it, then the table.
+pub fn reread(path: &Path) -> Result<String, String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("cannot read {}: {}", path.display(), io_reason(&e)))?;
+    let mut file: ResultFile = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("{}: not a `klock bench` result file ({e})", path.display()))?;
+    attach(&mut file);
+    let p = &file.provenance;
+    let build = match (p.git_commit.as_str(), p.git_dirty) {
+        ("", _) => String::new(),
+        (c, Some(true)) => format!(", build {c} with changes"),
+        (c, _) => format!(", build {c}"),
+    };
+    let mut out = format!(
+        "\n== {} — {}: {} CPUs ({}){build}\n",
+        file.suite,
+        path.display(),
+        file.machine.cpus,
+        file.machine.cpu_model
+    );
+    if !file.workload.is_empty() {
+        let _ = writeln!(out, "   {}", file.workload);
+    }
+    match render(&file) {
+        v if v.is_empty() => {
+            let _ = writeln!(out, "\nno verdict: the `{}` suite has none", file.suite);
+        }
+        v => out += &v,
+    }
+    Ok(out)
 }
 
 /// Fill the file's verdict from its rows.
@@ -380,6 +458,7 @@ pub fn render(file: &ResultFile) -> String {
     };
     let kinds = v.rows.iter().any(|r| r.kind.is_some());
     let by_round = s.lost_every_round.is_some();
+    let held = s.held_out_won.is_some();
     if kinds {
         out += "\nklock vs best peer, uncontended: each klock lock against the cheapest peer of \
                 its kind, ns/op (ratio = peer ns / klock ns: 1.00x or more, klock costs no more)\n";
@@ -397,6 +476,9 @@ pub fn render(file: &ResultFile) -> String {
         .to_vec();
         if by_round {
             header.push("rounds won".into());
+        }
+        if held {
+            header.push("held out".into());
         }
         let body: Vec<Vec<String>> = v
             .rows
@@ -419,6 +501,9 @@ pub fn render(file: &ResultFile) -> String {
                 ];
                 if by_round {
                     cells.push(fmt_rounds(r.rounds));
+                }
+                if held {
+                    cells.push(r.held_out.map_or("-".into(), fmt_ratio));
                 }
                 cells
             })
@@ -445,6 +530,9 @@ pub fn render(file: &ResultFile) -> String {
         if by_round {
             header.push("rounds won".into());
         }
+        if held {
+            header.push("held out".into());
+        }
         if moved {
             header.push("same CPU distance".into());
         }
@@ -465,6 +553,9 @@ pub fn render(file: &ResultFile) -> String {
                 ];
                 if by_round {
                     cells.push(fmt_rounds(r.rounds));
+                }
+                if held {
+                    cells.push(r.held_out.map_or("-".into(), fmt_ratio));
                 }
                 if moved {
                     cells.push(match (r.same_distance_ratio, &r.same_distance_peer) {
@@ -504,6 +595,17 @@ pub fn render(file: &ResultFile) -> String {
                 back; of the rounds, how many klock's run won against the peer's run of the \
                 same round, and the lowest and highest ratio of a round. A loss that some \
                 round won is one the runs do not agree on: more --runs tell it apart\n";
+    }
+    if let (Some(w), Some(l)) = (s.held_out_won, s.held_out_lost) {
+        let _ = writeln!(
+            out,
+            "  `held out`: the best peer picked for each round by its mean over the other \
+             rounds only, then klock's runs over those picks' runs (ratio of the sums). The \
+             fastest of several peers' means is partly the fastest by its noise, so against \
+             peers that tie with klock `ratio` reads below 1.00x more often than not; this \
+             ratio has no such pull (the cells are still judged by `ratio`); won/lost by \
+             it: {w}/{l}"
+        );
     }
     if let (Some(w), Some(l)) = (s.same_distance_won, s.same_distance_lost) {
         let _ = writeln!(
@@ -857,6 +959,75 @@ mod tests {
         assert!(!text.contains("rounds won"), "{text}");
         assert!(!text.contains("every round"), "{text}");
         assert!(!serde_json::to_string(&f).unwrap().contains("rounds"));
+    }
+
+    /// Three peers that tie, each fastest in one round: the fastest mean
+    /// is the one its best round lifted, so klock's steady rate reads as
+    /// a loss against it, and as the win it is with the best peer held
+    /// out. Held out on klock's side too where klock has several locks
+    /// (treelock), which takes the same pull out of klock's favour.
+    #[test]
+    fn held_out_picks_the_best_without_the_round_it_scores() {
+        let near = 80.0;
+        let runs = |v: [f64; 3]| v.map(|k| (k, near));
+        let f = file(
+            "mutex",
+            vec![
+                row_at("mutex", 4, &runs([10.5, 10.5, 10.5])),
+                row_at("std-mutex", 4, &runs([12.0, 10.0, 10.0])),
+                row_at("parking_lot", 4, &runs([10.0, 12.0, 10.0])),
+                row_at("pthread", 4, &runs([10.0, 10.0, 12.0])),
+                // A loss that holding out leaves a loss.
+                row_at("mutex", 8, &runs([9.0, 9.0, 9.0])),
+                row_at("std-mutex", 8, &runs([10.0, 10.0, 10.0])),
+                row_at("parking_lot", 8, &runs([8.0, 8.0, 8.0])),
+            ],
+        );
+        let v = &f.verdict;
+        let (r4, r8) = (&v.rows[0], &v.rows[1]);
+        assert!(r4.loss, "10.5 against a mean of 10.67");
+        // Each round's pick ran 10 in that round: 31.5 / 30.
+        assert!((r4.held_out.unwrap() - 1.05).abs() < 1e-9, "{r4:?}");
+        assert!((r8.held_out.unwrap() - 0.9).abs() < 1e-9, "{r8:?}");
+        let s = v.summary.as_ref().unwrap();
+        assert_eq!((s.won, s.lost), (0, 2), "the cells are judged by ratio");
+        assert_eq!((s.held_out_won, s.held_out_lost), (Some(1), Some(1)));
+        let text = render(&f);
+        assert!(text.contains("held out"), "{text}");
+        assert!(text.contains("1.05x"), "{text}");
+        assert!(text.contains("won/lost by it: 1/1"), "{text}");
+        let json = serde_json::to_string(&f).unwrap();
+        assert!(json.contains("\"held_out\":1.05"), "{json}");
+        assert!(json.contains("\"held_out_won\":1"), "{json}");
+
+        // klock's side the best of three locks that tie: 1.02x on the
+        // means, 0.95x held out.
+        let f = file(
+            "treelock",
+            vec![
+                row_at("qspinlock", 4, &runs([12.0, 10.0, 10.0])),
+                row_at("qrwlock", 4, &runs([10.0, 12.0, 10.0])),
+                row_at("rwsem", 4, &runs([10.0, 10.0, 12.0])),
+                row_at("std-rwlock", 4, &runs([10.5, 10.5, 10.5])),
+            ],
+        );
+        let r = &f.verdict.rows[0];
+        assert!(!r.loss, "{r:?}");
+        assert!((r.held_out.unwrap() - 30.0 / 31.5).abs() < 1e-9, "{r:?}");
+
+        // One run each, or different numbers of runs: none.
+        let f = file(
+            "mutex",
+            vec![
+                row_at("mutex", 4, &[(9.0, near)]),
+                row_at("std-mutex", 4, &[(10.0, near)]),
+                row_at("mutex", 8, &[(9.0, near), (9.0, near)]),
+                row_at("std-mutex", 8, &[(10.0, near)]),
+            ],
+        );
+        assert!(f.verdict.rows.iter().all(|r| r.held_out.is_none()));
+        assert!(!render(&f).contains("held out"));
+        assert!(!serde_json::to_string(&f).unwrap().contains("held_out"));
     }
 
     #[test]
