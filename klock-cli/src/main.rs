@@ -38,6 +38,10 @@ struct VerdictArgs {
     /// Result files written by `klock bench` (--json).
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
+    /// Judge this lock (an id of `klock bench --list`, a peer too) as klock's default lock is
+    /// judged: against the fastest of the other peers.
+    #[arg(long, value_name = "ID")]
+    lock: Option<String>,
 }
 
 #[derive(Args)]
@@ -244,7 +248,7 @@ fn main() -> ExitCode {
         Cmd::Verdict(a) => {
             let mut status = ExitCode::SUCCESS;
             for f in &a.files {
-                match bench::verdict::reread(f) {
+                match bench::verdict::reread(f, a.lock.as_deref()) {
                     Ok(text) => print!("{text}"),
                     Err(e) => {
                         eprintln!("klock verdict: error: {e}");

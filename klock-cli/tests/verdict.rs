@@ -220,6 +220,22 @@ fn verdict_rereads_a_result_file() {
     assert!(a.len() >= 4, "{printed}");
     assert_eq!(a, b, "bench printed:\n{printed}\nverdict printed:\n{again}");
 
+    // A peer judged in klock's place.
+    let o = klock()
+        .args(["verdict", "--lock", "ttas"])
+        .arg(&json)
+        .output()
+        .expect("run klock verdict --lock");
+    let ttas = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{ttas}");
+    assert!(ttas.contains("ttas vs best peer: ttas judged as"), "{ttas}");
+    assert!(
+        ttas.lines()
+            .filter(|l| l.trim_start().starts_with(['1', '2']))
+            .all(|l| l.contains("ticket") && !l.contains("qspinlock")),
+        "{ttas}"
+    );
+
     let missing = dir.join("none.json");
     std::fs::write(dir.join("not.json"), "{\"suite\": 3}").unwrap();
     let o = klock()

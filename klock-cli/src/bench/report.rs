@@ -369,6 +369,10 @@ pub struct Verdict {
     /// Why there is no verdict although the suite has one.
     #[serde(rename = "verdict_note", skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The lock judged in klock's place (`klock verdict --lock`); `None`:
+    /// klock's default lock. Not written.
+    #[serde(skip)]
+    pub subject: Option<String>,
 }
 
 impl ResultFile {

@@ -65,13 +65,14 @@ pub fn is_peer(suite: &str, id: &str) -> bool {
 
 /// One kind of the uncontended verdict: a klock lock against the cheapest
 /// peer of the same kind.
-struct Kind {
+#[derive(Clone, Copy)]
+struct Kind<'a> {
     name: &'static str,
-    klock: &'static str,
+    klock: &'a str,
     peers: &'static [&'static str],
 }
 
-const UNCONTENDED: &[Kind] = &[
+const UNCONTENDED: &[Kind<'static>] = &[
     Kind {
         name: "spinlock",
         klock: "qspinlock",
@@ -95,19 +96,19 @@ const UNCONTENDED: &[Kind] = &[
 ];
 
 /// klock's side of a suite's verdict.
-enum Judge {
+enum Judge<'a> {
     /// This lock at every thread count.
-    Lock(&'static str),
+    Lock(&'a str),
     /// The fastest of these at each thread count (treelock: klock offers
     /// a spinlock, an rwlock and an rwsem for the index).
     BestOf(&'static [&'static str]),
     /// One row per kind, in ns/op (the uncontended suite).
-    Kinds(&'static [Kind]),
+    Kinds(Vec<Kind<'a>>),
 }
 
 /// klock's default lock(s) of `suite`; `None` for suites without a rate
 /// table (`pi`, `ctxswitch`).
-fn judge(suite: &str) -> Option<Judge> {
+fn judge(suite: &str) -> Option<Judge<'static>> {
     Some(match suite {
         "spinlock" => Judge::Lock("qspinlock"),
         "mutex" => Judge::Lock("mutex"),
@@ -115,7 +116,7 @@ fn judge(suite: &str) -> Option<Judge> {
         "rwsem-rate" | "rwsem-dedicated" | "rwsem-pagefault" => Judge::Lock("rwsem"),
         "treelock" => Judge::BestOf(&["qspinlock", "qrwlock", "rwsem"]),
         PI_THROUGHPUT => Judge::Lock("rtmutex"),
-        "uncontended" => Judge::Kinds(UNCONTENDED),
+        "uncontended" => Judge::Kinds(UNCONTENDED.to_vec()),
         _ => return None,
     })
 }
@@ -234,8 +235,26 @@ fn fastest<'a>(
 /// The verdict of `suite` from its result rows; `None` for a suite
 /// without one.
 pub fn compute(suite: &str, rows: &[ResultRow]) -> Option<Verdict> {
-    let judge = judge(suite)?;
-    let peer = |id: &str| is_peer(suite, id);
+    compute_for(suite, rows, None)
+}
+
+/// [`compute`], or with `subject` the verdict of that lock (any lock of
+/// the file, a peer too) judged as klock's default lock is: against the
+/// fastest of the *other* peers at each thread count (uncontended: the
+/// cheapest other peer of its kind). `None` for a suite without a
+/// verdict, or an uncontended subject of no kind.
+pub fn compute_for(suite: &str, rows: &[ResultRow], subject: Option<&str>) -> Option<Verdict> {
+    let judge = match (judge(suite)?, subject) {
+        (j, None) => j,
+        (Judge::Kinds(kinds), Some(s)) => {
+            let kind = kinds
+                .iter()
+                .find(|k| k.klock == s || k.peers.contains(&s))?;
+            Judge::Kinds(vec![Kind { klock: s, ..*kind }])
+        }
+        (_, Some(s)) => Judge::Lock(s),
+    };
+    let peer = |id: &str| is_peer(suite, id) && Some(id) != subject;
     let mut out = Vec::new();
     let klock_names: Vec<&str> = match &judge {
         Judge::Lock(l) => vec![l],
@@ -298,7 +317,9 @@ pub fn compute(suite: &str, rows: &[ResultRow]) -> Option<Verdict> {
     }
     if out.is_empty() {
         let ran = |id: &str| rows.iter().any(|r| r.id == id);
-        let note = if !klock_names.iter().any(|l| ran(l)) {
+        let note = if let Some(s) = subject.filter(|s| !ran(s)) {
+            format!("{s} did not run in this suite")
+        } else if !klock_names.iter().any(|l| ran(l)) {
             format!(
                 "klock's default lock ({}) did not run: add it to --locks for a verdict",
                 klock_names.join(", ")
@@ -319,6 +340,7 @@ pub fn compute(suite: &str, rows: &[ResultRow]) -> Option<Verdict> {
         };
         return Some(Verdict {
             note: Some(note),
+            subject: subject.map(String::from),
             ..Verdict::default()
         });
     }
@@ -351,6 +373,7 @@ pub fn compute(suite: &str, rows: &[ResultRow]) -> Option<Verdict> {
         rows: out,
         summary: Some(summary),
         note: None,
+        subject: subject.map(String::from),
     })
 }
 
@@ -371,12 +394,27 @@ fn held_out_count(rows: &[VerdictRow], won: bool) -> Option<usize> {
 /// The verdict of a saved result file (`klock verdict FILE`), computed
 /// again from its rows by this build's rules: a line naming the suite,
 /// the file, its machine and the build that made it, then the table.
-pub fn reread(path: &Path) -> Result<String, String> {
+///
+/// With `subject`, the verdict of that lock instead, judged as klock's
+/// default lock is against the other peers ([`compute_for`]): a control
+/// that shows what the same rule makes of a peer on the same runs.
+pub fn reread(path: &Path, subject: Option<&str>) -> Result<String, String> {
     let bytes = std::fs::read(path)
         .map_err(|e| format!("cannot read {}: {}", path.display(), io_reason(&e)))?;
     let mut file: ResultFile = serde_json::from_slice(&bytes)
         .map_err(|e| format!("{}: not a `klock bench` result file ({e})", path.display()))?;
-    attach(&mut file);
+    file.verdict = match compute_for(&file.suite, &file.results, subject) {
+        Some(v) => v,
+        None if subject.is_some() && judge(&file.suite).is_some() => Verdict {
+            note: Some(format!(
+                "{} is of no kind of the uncontended verdict",
+                subject.unwrap_or_default()
+            )),
+            subject: subject.map(String::from),
+            ..Verdict::default()
+        },
+        None => Verdict::default(),
+    };
     let p = &file.provenance;
     let build = match (p.git_commit.as_str(), p.git_dirty) {
         ("", _) => String::new(),
@@ -450,7 +488,8 @@ pub fn render(file: &ResultFile) -> String {
     let v = &file.verdict;
     let mut out = String::new();
     if let Some(note) = &v.note {
-        let _ = writeln!(out, "\nklock vs best peer: no verdict: {note}");
+        let who = v.subject.as_deref().unwrap_or("klock");
+        let _ = writeln!(out, "\n{who} vs best peer: no verdict: {note}");
         return out;
     }
     let Some(s) = &v.summary else {
@@ -460,8 +499,17 @@ pub fn render(file: &ResultFile) -> String {
     let by_round = s.lost_every_round.is_some();
     let held = s.held_out_won.is_some();
     if kinds {
-        out += "\nklock vs best peer, uncontended: each klock lock against the cheapest peer of \
-                its kind, ns/op (ratio = peer ns / klock ns: 1.00x or more, klock costs no more)\n";
+        out += &match &v.subject {
+            None => "\nklock vs best peer, uncontended: each klock lock against the cheapest peer \
+                     of its kind, ns/op (ratio = peer ns / klock ns: 1.00x or more, klock costs \
+                     no more)\n"
+                .to_string(),
+            Some(l) => format!(
+                "\n{l} vs best peer, uncontended: {l} judged as klock's lock is, against the \
+                 cheapest other peer of its kind, ns/op (ratio = peer ns / {l} ns: 1.00x or \
+                 more, {l} costs no more)\n"
+            ),
+        };
         let mut header: Vec<String> = [
             "kind",
             "klock",
@@ -510,9 +558,19 @@ pub fn render(file: &ResultFile) -> String {
             .collect();
         out += &table(&header, &body);
     } else {
-        out += "\nklock vs best peer: klock's default lock against the fastest peer at each \
-                thread count, kop/s (ratio = klock / peer: 1.00x or more, klock did at least \
-                as well); operations per thread Min/Mean as in Fairness, mean over runs\n";
+        out += &match &v.subject {
+            None => "\nklock vs best peer: klock's default lock against the fastest peer at each \
+                     thread count, kop/s (ratio = klock / peer: 1.00x or more, klock did at \
+                     least as well); operations per thread Min/Mean as in Fairness, mean over \
+                     runs\n"
+                .to_string(),
+            Some(l) => format!(
+                "\n{l} vs best peer: {l} judged as klock's default lock is, against the fastest \
+                 other peer at each thread count, kop/s (ratio = {l} / peer: 1.00x or more, {l} \
+                 did at least as well); operations per thread Min/Mean as in Fairness, mean over \
+                 runs\n"
+            ),
+        };
         let moved = s.same_distance_won.is_some();
         let mut header: Vec<String> = [
             "threads",
@@ -1028,6 +1086,51 @@ mod tests {
         assert!(f.verdict.rows.iter().all(|r| r.held_out.is_none()));
         assert!(!render(&f).contains("held out"));
         assert!(!serde_json::to_string(&f).unwrap().contains("held_out"));
+    }
+
+    /// A peer judged in klock's place meets the fastest of the *other*
+    /// peers, never itself, and klock's own locks are not peers then
+    /// either; the title names it. Uncontended, it meets its own kind.
+    #[test]
+    fn a_subject_is_judged_against_the_other_peers() {
+        let rows = vec![
+            row("mutex", 4, 300.0),
+            row("std-mutex", 4, 100.0),
+            row("parking_lot", 4, 120.0),
+            row("pthread", 4, 90.0),
+        ];
+        let v = compute_for("mutex", &rows, Some("parking_lot")).unwrap();
+        let r = &v.rows[0];
+        assert_eq!(
+            (r.klock_lock.as_str(), r.peer_lock.as_str()),
+            ("parking_lot", "std-mutex")
+        );
+        assert!((r.ratio - 1.2).abs() < 1e-12);
+        let v = compute_for("mutex", &rows, Some("pthread")).unwrap();
+        assert_eq!(v.rows[0].peer_lock, "parking_lot");
+        assert!(v.rows[0].loss);
+        let mut f = file("mutex", rows.clone());
+        f.verdict = v;
+        let text = render(&f);
+        assert!(
+            text.contains("pthread vs best peer: pthread judged as klock's default lock is"),
+            "{text}"
+        );
+        // Not in the file: a note that says so.
+        let v = compute_for("mutex", &rows, Some("ttas")).unwrap();
+        assert_eq!(v.note.as_deref(), Some("ttas did not run in this suite"));
+        // Uncontended: the subject's kind; a lock of no kind has none.
+        let rows = vec![
+            row("qspinlock", 1, 200.0),
+            row("ticket", 1, 300.0),
+            row("ttas", 1, 250.0),
+            row("std-mutex", 1, 400.0),
+        ];
+        let v = compute_for("uncontended", &rows, Some("ticket")).unwrap();
+        assert_eq!(v.rows.len(), 1);
+        assert_eq!(v.rows[0].kind.as_deref(), Some("spinlock"));
+        assert_eq!(v.rows[0].peer_lock, "ttas");
+        assert!(compute_for("uncontended", &rows, Some("rwsem-nospin")).is_none());
     }
 
     #[test]
