@@ -1133,6 +1133,38 @@ mod tests {
         assert!(compute_for("uncontended", &rows, Some("rwsem-nospin")).is_none());
     }
 
+    /// Every result file committed under `bench/results/`, by every
+    /// build that wrote one, reads back (`klock verdict`), and each suite
+    /// that has a verdict gets its table again.
+    #[test]
+    fn every_committed_result_file_reads_back() {
+        fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "json") {
+                    out.push(p);
+                }
+            }
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/results");
+        let mut files = Vec::new();
+        walk(&root, &mut files);
+        assert!(
+            files.len() > 100,
+            "{} files under {}",
+            files.len(),
+            root.display()
+        );
+        let mut tables = 0;
+        for f in &files {
+            let text = reread(f, None).unwrap_or_else(|e| panic!("{e}"));
+            tables += usize::from(text.contains("cells won/lost"));
+        }
+        assert!(tables > 50, "{tables} verdict tables");
+    }
+
     #[test]
     fn a_ratio_printed_as_one_is_no_loss() {
         let rows = vec![row("mutex", 2, 99.6), row("pthread", 2, 100.0)];
