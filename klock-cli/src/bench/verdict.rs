@@ -1017,6 +1017,10 @@ mod tests {
         assert!(!text.contains("rounds won"), "{text}");
         assert!(!text.contains("every round"), "{text}");
         assert!(!serde_json::to_string(&f).unwrap().contains("rounds"));
+        // Nor a held-out ratio.
+        assert!(f.verdict.rows.iter().all(|r| r.held_out.is_none()));
+        assert!(!text.contains("held out"), "{text}");
+        assert!(!serde_json::to_string(&f).unwrap().contains("held_out"));
     }
 
     /// Three peers that tie, each fastest in one round: the fastest mean
@@ -1072,20 +1076,8 @@ mod tests {
         let r = &f.verdict.rows[0];
         assert!(!r.loss, "{r:?}");
         assert!((r.held_out.unwrap() - 30.0 / 31.5).abs() < 1e-9, "{r:?}");
-
-        // One run each, or different numbers of runs: none.
-        let f = file(
-            "mutex",
-            vec![
-                row_at("mutex", 4, &[(9.0, near)]),
-                row_at("std-mutex", 4, &[(10.0, near)]),
-                row_at("mutex", 8, &[(9.0, near), (9.0, near)]),
-                row_at("std-mutex", 8, &[(10.0, near)]),
-            ],
-        );
-        assert!(f.verdict.rows.iter().all(|r| r.held_out.is_none()));
-        assert!(!render(&f).contains("held out"));
-        assert!(!serde_json::to_string(&f).unwrap().contains("held_out"));
+        // With one run, or different numbers of runs, there is none:
+        // `rounds_pair_run_i_with_run_i` checks that with its rounds.
     }
 
     /// A peer judged in klock's place meets the fastest of the *other*
