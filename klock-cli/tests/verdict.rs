@@ -199,11 +199,15 @@ fn verdict_rereads_a_result_file() {
         .expect("run klock bench");
     let printed = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{printed}");
-    let o = klock()
-        .arg("verdict")
-        .arg(&json)
-        .output()
-        .expect("run klock verdict");
+    let verdict = |args: &[&str]| {
+        klock()
+            .arg("verdict")
+            .args(args)
+            .output()
+            .expect("run klock verdict")
+    };
+    let json = json.to_str().unwrap();
+    let o = verdict(&[json]);
     let again = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{again}");
     assert!(again.contains("== spinlock — "), "{again}");
@@ -221,29 +225,26 @@ fn verdict_rereads_a_result_file() {
     assert_eq!(a, b, "bench printed:\n{printed}\nverdict printed:\n{again}");
 
     // A peer judged in klock's place.
-    let o = klock()
-        .args(["verdict", "--lock", "ttas"])
-        .arg(&json)
-        .output()
-        .expect("run klock verdict --lock");
+    let o = verdict(&["--lock", "ttas", json]);
     let ttas = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{ttas}");
     assert!(ttas.contains("ttas vs best peer: ttas judged as"), "{ttas}");
+    // Its two rows (1 and 2 threads) name ticket as the peer, never
+    // klock's qspinlock.
+    let rows: Vec<&str> = ttas
+        .lines()
+        .filter(|l| l.trim_start().starts_with(['1', '2']))
+        .collect();
+    assert_eq!(rows.len(), 2, "{ttas}");
     assert!(
-        ttas.lines()
-            .filter(|l| l.trim_start().starts_with(['1', '2']))
+        rows.iter()
             .all(|l| l.contains("ticket") && !l.contains("qspinlock")),
         "{ttas}"
     );
 
-    let missing = dir.join("none.json");
-    std::fs::write(dir.join("not.json"), "{\"suite\": 3}").unwrap();
-    let o = klock()
-        .arg("verdict")
-        .arg(&missing)
-        .arg(dir.join("not.json"))
-        .output()
-        .expect("run klock verdict");
+    let (missing, not) = (dir.join("none.json"), dir.join("not.json"));
+    std::fs::write(&not, "{\"suite\": 3}").unwrap();
+    let o = verdict(&[missing.to_str().unwrap(), not.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(

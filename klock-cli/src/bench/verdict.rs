@@ -223,12 +223,10 @@ fn same_distance(k: &ResultRow, p: &ResultRow, cut: f64) -> Option<f64> {
         .then(|| (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp())
 }
 
-/// The fastest of `rows` (by mean kop/s) that `pick` accepts.
-fn fastest<'a>(
-    rows: impl Iterator<Item = &'a ResultRow>,
-    pick: impl Fn(&str) -> bool,
-) -> Option<&'a ResultRow> {
-    rows.filter(|r| pick(&r.id))
+/// The fastest of `rows` (by mean kop/s).
+fn fastest<'a>(rows: &[&'a ResultRow]) -> Option<&'a ResultRow> {
+    rows.iter()
+        .copied()
         .max_by(|a, b| a.kops_mean.total_cmp(&b.kops_mean))
 }
 
@@ -241,16 +239,22 @@ pub fn compute(suite: &str, rows: &[ResultRow]) -> Option<Verdict> {
 /// [`compute`], or with `subject` the verdict of that lock (any lock of
 /// the file, a peer too) judged as klock's default lock is: against the
 /// fastest of the *other* peers at each thread count (uncontended: the
-/// cheapest other peer of its kind). `None` for a suite without a
-/// verdict, or an uncontended subject of no kind.
+/// cheapest other peer of its kind; a subject of no kind gets a note).
+/// `None` for a suite without a verdict.
 pub fn compute_for(suite: &str, rows: &[ResultRow], subject: Option<&str>) -> Option<Verdict> {
     let judge = match (judge(suite)?, subject) {
         (j, None) => j,
         (Judge::Kinds(kinds), Some(s)) => {
-            let kind = kinds
-                .iter()
-                .find(|k| k.klock == s || k.peers.contains(&s))?;
-            Judge::Kinds(vec![Kind { klock: s, ..*kind }])
+            match kinds.iter().find(|k| k.klock == s || k.peers.contains(&s)) {
+                Some(kind) => Judge::Kinds(vec![Kind { klock: s, ..*kind }]),
+                None => {
+                    return Some(Verdict {
+                        note: Some(format!("{s} is of no kind of the uncontended verdict")),
+                        subject: Some(s.into()),
+                        ..Verdict::default()
+                    })
+                }
+            }
         }
         (_, Some(s)) => Judge::Lock(s),
     };
@@ -264,13 +268,12 @@ pub fn compute_for(suite: &str, rows: &[ResultRow], subject: Option<&str>) -> Op
     match &judge {
         Judge::Kinds(kinds) => {
             for kind in kinds.iter() {
-                let k = fastest(rows.iter(), |id| id == kind.klock);
-                let p = fastest(rows.iter(), |id| kind.peers.contains(&id) && peer(id));
-                if let (Some(k), Some(p)) = (k, p) {
-                    let peers: Vec<&ResultRow> = rows
-                        .iter()
-                        .filter(|r| kind.peers.contains(&r.id.as_str()) && peer(&r.id))
-                        .collect();
+                let klocks: Vec<&ResultRow> = rows.iter().filter(|r| r.id == kind.klock).collect();
+                let peers: Vec<&ResultRow> = rows
+                    .iter()
+                    .filter(|r| kind.peers.contains(&r.id.as_str()) && peer(&r.id))
+                    .collect();
+                if let (Some(k), Some(p)) = (fastest(&klocks), fastest(&peers)) {
                     out.push(VerdictRow {
                         kind: Some(kind.name.into()),
                         held_out: held_out(&[k], &peers),
@@ -289,20 +292,19 @@ pub fn compute_for(suite: &str, rows: &[ResultRow], subject: Option<&str>) -> Op
             let cut = placement_cut(rows);
             for t in threads {
                 let at = || rows.iter().filter(move |r| r.threads == t);
-                let k = fastest(at(), |id| klock_names.contains(&id));
-                if let (Some(k), Some(p)) = (k, fastest(at(), peer)) {
+                let klocks: Vec<&ResultRow> = at()
+                    .filter(|r| klock_names.contains(&r.id.as_str()))
+                    .collect();
+                let peers: Vec<&ResultRow> = at().filter(|r| peer(&r.id)).collect();
+                if let (Some(k), Some(p)) = (fastest(&klocks), fastest(&peers)) {
                     let mut r = row(k, p);
-                    let klocks: Vec<&ResultRow> = at()
-                        .filter(|r| klock_names.contains(&r.id.as_str()))
-                        .collect();
-                    let peers: Vec<&ResultRow> = at().filter(|r| peer(&r.id)).collect();
                     r.held_out = held_out(&klocks, &peers);
                     // Against every peer at the same distance: the
                     // strongest one there need not be the fastest on
                     // average over both distances.
                     if let Some(cut) = cut {
-                        if let Some((q, id)) = at()
-                            .filter(|q| peer(&q.id))
+                        if let Some((q, id)) = peers
+                            .iter()
                             .filter_map(|q| Some((same_distance(k, q, cut)?, &q.id)))
                             .min_by(|a, b| a.0.total_cmp(&b.0))
                         {
@@ -403,18 +405,7 @@ pub fn reread(path: &Path, subject: Option<&str>) -> Result<String, String> {
         .map_err(|e| format!("cannot read {}: {}", path.display(), io_reason(&e)))?;
     let mut file: ResultFile = serde_json::from_slice(&bytes)
         .map_err(|e| format!("{}: not a `klock bench` result file ({e})", path.display()))?;
-    file.verdict = match compute_for(&file.suite, &file.results, subject) {
-        Some(v) => v,
-        None if subject.is_some() && judge(&file.suite).is_some() => Verdict {
-            note: Some(format!(
-                "{} is of no kind of the uncontended verdict",
-                subject.unwrap_or_default()
-            )),
-            subject: subject.map(String::from),
-            ..Verdict::default()
-        },
-        None => Verdict::default(),
-    };
+    file.verdict = compute_for(&file.suite, &file.results, subject).unwrap_or_default();
     let p = &file.provenance;
     let build = match (p.git_commit.as_str(), p.git_dirty) {
         ("", _) => String::new(),

@@ -440,7 +440,12 @@ fn a_subject_is_judged_against_the_other_peers() {
     assert_eq!(v.rows.len(), 1);
     assert_eq!(v.rows[0].kind.as_deref(), Some("spinlock"));
     assert_eq!(v.rows[0].peer_lock, "ttas");
-    assert!(compute_for("uncontended", &rows, Some("rwsem-nospin")).is_none());
+    let v = compute_for("uncontended", &rows, Some("rwsem-nospin")).unwrap();
+    assert!(v.rows.is_empty());
+    assert_eq!(
+        v.note.as_deref(),
+        Some("rwsem-nospin is of no kind of the uncontended verdict")
+    );
 }
 
 /// Every result file committed under `bench/results/`, by every
