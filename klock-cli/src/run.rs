@@ -138,7 +138,11 @@ fn command(opts: &Options, lib: Option<&Path>) -> Result<Command, RunError> {
         let preload = ld_preload_value(lib, std::env::var_os("LD_PRELOAD").as_deref());
         c.env("LD_PRELOAD", preload);
         if opts.stat {
-            c.env("KLOCK_STAT", "1");
+            // A new profile: the program is its first process (the
+            // library passes that pid on in KLOCK_STAT_PID, and only the
+            // first process says when it took no lock), even when this
+            // command runs inside another profiled program.
+            c.env("KLOCK_STAT", "1").env_remove("KLOCK_STAT_PID");
         }
         if let Some(map) = &opts.lock_map {
             c.env("KLOCK_LOCK_MAP", map);

@@ -99,6 +99,17 @@ fn runs_a_c_program_on_klock_with_the_profile_and_compares() {
     assert!(err.contains("klock: lock profile of"), "{err}");
     assert!(err.contains("hot_worker_lock+"), "{err}");
 
+    // `--stat` starts a new profile even inside a profiled process (here,
+    // one whose pid the environment already names): a program that takes
+    // no lock says so.
+    let o = klock_run(
+        &["--preload", so, "--stat", "--", prog, "0", "none"],
+        &[("KLOCK_STAT_PID", "1")],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("): no lock used"), "{err}");
+
     // The library found through KLOCK_PRELOAD; the exit status passed on.
     let o = klock_run(&["--", "sh", "-c", "exit 7"], &[("KLOCK_PRELOAD", so)]);
     assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));

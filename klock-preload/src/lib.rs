@@ -151,9 +151,11 @@ unsafe extern "C" fn before_fork() {
 /// run in the order registered): klock learns the child thread's tid, the
 /// mutexes and rwlocks forget wait lists whose waiters stayed in the
 /// parent, and the spinlocks forget those threads' places in their queues
-/// ([`klock::after_fork_in_child`]).
+/// ([`klock::after_fork_in_child`]); the lock profile, if on, clears the
+/// counts the child inherited ([`stat::after_fork_in_child`]).
 unsafe extern "C" fn after_fork_in_child() {
     klock::after_fork_in_child();
+    stat::after_fork_in_child();
 }
 
 extern "C" fn register_atfork() {

@@ -133,6 +133,12 @@ impl Row {
 
 struct Table {
     rows: Box<[Row]>,
+    /// The indexes of the claimed rows plus one, in the order claimed (0:
+    /// a claim whose index is not written yet), so that a forked child
+    /// clears the rows in use without reading the whole table.
+    claimed: Box<[AtomicU32]>,
+    /// Entries of `claimed` handed out.
+    n_claimed: AtomicUsize,
     /// Acquisitions of locks that found the table full.
     untracked: AtomicU64,
     /// Clock calibration: lockstat units and monotonic ns at start.
@@ -197,6 +203,16 @@ pub(crate) fn init_from_env() {
         }
     }
     TSC.store(tsc_usable(), Relaxed);
+    let me = std::process::id();
+    let first = std::env::var(FIRST_PID_VAR)
+        .ok()
+        .and_then(|v| v.parse().ok());
+    FIRST_PID.store(first.unwrap_or(me), Relaxed);
+    if first.is_none() {
+        // SAFETY: the library's constructor, before the program's `main`
+        // and its threads; nothing reads the environment meanwhile.
+        unsafe { std::env::set_var(FIRST_PID_VAR, me.to_string()) };
+    }
     let _ = table();
     ON.store(true, Relaxed);
 }
@@ -271,6 +287,8 @@ fn tsc_usable() -> bool {
 fn table() -> &'static Table {
     TABLE.get_or_init(|| Table {
         rows: (0..CAPACITY).map(|_| Row::new()).collect(),
+        claimed: (0..CAPACITY).map(|_| AtomicU32::new(0)).collect(),
+        n_claimed: AtomicUsize::new(0),
         untracked: AtomicU64::new(0),
         t0: (now(), monotonic_ns()),
     })
@@ -292,6 +310,10 @@ fn row(addr: usize, kind: Kind) -> Option<&'static Row> {
         if a == 0 {
             match r.addr.compare_exchange(0, addr, Relaxed, Relaxed) {
                 Ok(_) => {
+                    // A row is claimed once, so fewer than CAPACITY
+                    // claims are ever made and the slot exists.
+                    let k = t.n_claimed.fetch_add(1, Relaxed);
+                    t.claimed[k].store(i as u32 + 1, Relaxed);
                     r.kind.store(kind as u8, Relaxed);
                     r.site.store(call_site(), Relaxed);
                     // Release: the report reads kind and site after
@@ -441,6 +463,61 @@ fn count(addr: usize, kind: Kind, wait: Option<(u64, u64)>, exclusive: bool) {
     }
 }
 
+/// The process the profile started in: the pid in `KLOCK_STAT_PID` when
+/// the library was loaded (a descendant of that process), else ours, which
+/// the library then puts in the environment for the processes this one
+/// starts. An `exec` keeps the pid, so a wrapper that execs the program
+/// leaves the program the first process. Set at load.
+static FIRST_PID: AtomicU32 = AtomicU32::new(0);
+/// The variable that carries [`FIRST_PID`] to the descendants.
+const FIRST_PID_VAR: &str = "KLOCK_STAT_PID";
+/// In a forked child: the calls forwarded to glibc before the fork, which
+/// its report leaves out.
+static FORWARDED_AT_FORK: AtomicU64 = AtomicU64::new(0);
+
+/// In a forked child (the library's `pthread_atfork` child handler): clear
+/// the counts the child inherited with the parent's memory, so that its
+/// profile at exit is its own. Without this a child that exits printed
+/// the parent's acquisitions up to the fork as if they were its own, and
+/// each of a server's forked workers repeated them. The rows stay claimed
+/// (the locks exist in the child too, at the same addresses), and a hold
+/// that the forking thread had begun goes on being timed. Only the rows in
+/// use are touched, from the list of claims: a fork followed by `exec`
+/// pays for the program's locks, not for the table.
+pub(crate) fn after_fork_in_child() {
+    if !on() {
+        return;
+    }
+    FORWARDED_AT_FORK.store(crate::klock_preload_forwarded(), Relaxed);
+    let t = table();
+    let n = t.n_claimed.load(Relaxed).min(CAPACITY);
+    for c in &t.claimed[..n] {
+        // 0: another thread claimed the row but the fork came before it
+        // wrote the index; it had not counted anything into it yet.
+        let Some(i) = (c.load(Relaxed) as usize).checked_sub(1) else {
+            continue;
+        };
+        let r = &t.rows[i];
+        for c in [
+            &r.locked,
+            &r.changed,
+            &r.holds,
+            &r.hold_total,
+            &r.hold_max,
+            &r.hold_min,
+            &r.contended,
+            &r.con_bounces,
+            &r.wait_total,
+            &r.wait_min,
+            &r.wait_max,
+        ] {
+            c.store(0, Relaxed);
+        }
+        r.last.store(0, Relaxed);
+    }
+    t.untracked.store(0, Relaxed);
+}
+
 /// An exclusive holder is about to release the lock at `addr`.
 pub fn releasing_exclusive(addr: usize, kind: Kind) {
     let Some(r) = row(addr, kind) else { return };
@@ -530,6 +607,28 @@ pub(crate) fn report() {
         .next()
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let fwd = crate::klock_preload_forwarded().saturating_sub(FORWARDED_AT_FORK.load(Relaxed));
+    let fwd_line = (fwd > 0).then(|| {
+        format!(
+            "klock: {fwd} calls forwarded to glibc (process-shared, robust or priority mutexes; not profiled)\n"
+        )
+    });
+    if lines.is_empty() {
+        // Of the processes that took no lock only the first one says so
+        // (in one line: the profile was on): a shell script, `make` or a
+        // wrapper starts many processes that take none, and a table from
+        // each of them buried the profile that mattered.
+        if std::process::id() != FIRST_PID.load(Relaxed) && fwd_line.is_none() {
+            return;
+        }
+        out.push_str(&format!(
+            "\nklock: lock profile of {prog} (pid {}): no lock used\n",
+            std::process::id()
+        ));
+        out.push_str(fwd_line.as_deref().unwrap_or(""));
+        let _ = std::io::stderr().write_all(out.as_bytes());
+        return;
+    }
     out.push_str(&format!(
         "\nklock: lock profile of {prog} (pid {}): {} locks used, {} contended; \
          sorted by total wait; wait times in ms and us, holds (exclusive only) in us, {}\n",
@@ -592,12 +691,7 @@ pub(crate) fn report() {
             "klock: {untracked} acquisitions not tracked (more than {CAPACITY} locks)\n"
         ));
     }
-    let fwd = crate::klock_preload_forwarded();
-    if fwd > 0 {
-        out.push_str(&format!(
-            "klock: {fwd} calls forwarded to glibc (process-shared, robust or priority mutexes; not profiled)\n"
-        ));
-    }
+    out.push_str(fwd_line.as_deref().unwrap_or(""));
     let _ = std::io::stderr().write_all(out.as_bytes());
 }
 

@@ -38,9 +38,21 @@ fn run(prog: &Path, so: &Path, stat: bool) -> Output {
 /// The program under the library with `iterations` and only the profile
 /// settings in `env` (those of the caller's environment removed).
 fn run_env(prog: &Path, so: &Path, iterations: u64, env: &[(&str, &str)]) -> Output {
+    run_mode(prog, so, iterations, "", env)
+}
+
+/// [`run_env`] with the program's MODE argument (none, fork, spawn).
+fn run_mode(prog: &Path, so: &Path, iterations: u64, mode: &str, env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(prog);
-    c.arg(iterations.to_string()).env("LD_PRELOAD", so);
-    for var in ["KLOCK_STAT", "KLOCK_STAT_HOLDS", "KLOCK_STAT_TOP"] {
+    c.arg(iterations.to_string())
+        .arg(mode)
+        .env("LD_PRELOAD", so);
+    for var in [
+        "KLOCK_STAT",
+        "KLOCK_STAT_HOLDS",
+        "KLOCK_STAT_TOP",
+        "KLOCK_STAT_PID",
+    ] {
         c.env_remove(var);
     }
     c.envs(env.iter().copied());
@@ -170,4 +182,74 @@ fn a_bad_profile_setting_is_an_error() {
         // The program did not run.
         assert!(o.stdout.is_empty(), "{var}={value}");
     }
+}
+
+/// The profiles in `err`: for each, its header line and its rows (the
+/// lines between the column titles and the next blank line).
+fn profiles(err: &str) -> Vec<(String, Vec<Vec<String>>)> {
+    let mut out = Vec::new();
+    let mut lines = err.lines().peekable();
+    while let Some(l) = lines.next() {
+        if !l.starts_with("klock: lock profile of") {
+            continue;
+        }
+        let mut rows = Vec::new();
+        if lines.peek().is_some_and(|t| t.starts_with("Lock ")) {
+            lines.next();
+            while let Some(r) = lines.next_if(|r| !r.trim().is_empty()) {
+                rows.push(r.split_whitespace().map(String::from).collect());
+            }
+        }
+        out.push((l.to_string(), rows));
+    }
+    out
+}
+
+#[test]
+fn a_forked_child_profiles_only_what_it_did() {
+    let so = common::build_preload();
+    let prog = compile();
+    let o = run_mode(&prog, &so, ITERATIONS, "fork", &[("KLOCK_STAT", "1")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
+    // The first child's, then the parent's (it waits for its children
+    // before it exits); the second child took no lock and says nothing.
+    let ps = profiles(&err);
+    assert_eq!(ps.len(), 2, "{err}");
+    let (child, parent) = (&ps[0], &ps[1]);
+    // The child counts its own acquisitions of the hot mutex, not the
+    // parent's before the fork; it took no other lock.
+    assert!(child.0.contains("1 locks used"), "{err}");
+    assert_eq!(child.1.len(), 1, "{err}");
+    assert_eq!(child.1[0][1], "mutex", "{err}");
+    assert_eq!(child.1[0][2], "5", "{err}");
+    assert!(child.1[0][10].starts_with("hot_worker_lock+"), "{err}");
+    // The parent's profile is as without the fork.
+    assert!(parent.0.contains("4 locks used"), "{err}");
+    assert_eq!(parent.1[0][2], (THREADS * ITERATIONS).to_string(), "{err}");
+}
+
+#[test]
+fn a_process_that_takes_no_lock_says_so_in_one_line_unless_it_is_a_descendant() {
+    let so = common::build_preload();
+    let prog = compile();
+    // Alone: one line, so that the user knows the profile was on.
+    let o = run_mode(&prog, &so, 0, "none", &[("KLOCK_STAT", "1")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    let ps = profiles(&err);
+    assert_eq!(ps.len(), 1, "{err}");
+    assert!(ps[0].0.ends_with("no lock used"), "{err}");
+    assert!(ps[0].1.is_empty(), "{err}");
+    assert!(!err.contains("lock_stat version"), "{err}");
+    // Started by a profiled process (the library passes its pid on in the
+    // environment): nothing. Only the parent's profile is printed.
+    let o = run_mode(&prog, &so, ITERATIONS, "spawn", &[("KLOCK_STAT", "1")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
+    let ps = profiles(&err);
+    assert_eq!(ps.len(), 1, "{err}");
+    assert!(ps[0].0.contains("4 locks used"), "{err}");
 }

@@ -1,9 +1,21 @@
 /* A program with one hot lock: the lock profile (KLOCK_STAT=1) must put
  * it first, name the function that locks it, and count its acquisitions
- * exactly. Usage: profile_test [iterations per thread]. */
+ * exactly. Usage: profile_test [iterations per thread] [MODE], MODE one of
+ *   none   take no lock at all and exit;
+ *   fork   after the workers, fork two children that exit(): the first
+ *          locks the hot mutex FORK_LOCKS times, the second takes no lock;
+ *   spawn  after the workers, run this program again with `0 none` (a
+ *          descendant that execs and takes no lock). */
 #include <pthread.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define FORK_LOCKS 5
+extern char **environ;
 
 #define THREADS 8
 
@@ -37,9 +49,35 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* Run `child` in a forked child, which then exits with exit() (so that
+ * the library's exit handler runs); 0 if it exited with status 0. */
+static int in_child(void (*child)(void)) {
+    pid_t p = fork();
+    if (p < 0)
+        return 1;
+    if (p == 0) {
+        child();
+        exit(0);
+    }
+    int st;
+    return waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+}
+
+static void lock_hot_a_few_times(void) {
+    for (int i = 0; i < FORK_LOCKS; i++) {
+        pthread_mutex_lock(&hot);
+        pthread_mutex_unlock(&hot);
+    }
+}
+
+static void take_no_lock(void) {}
+
 int main(int argc, char **argv) {
     if (argc > 1)
         iterations = atol(argv[1]);
+    const char *mode = argc > 2 ? argv[2] : "";
+    if (strcmp(mode, "none") == 0)
+        return 0;
     pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE);
     pthread_t t[THREADS];
     /* The cold lock is taken once per thread, by the main thread only:
@@ -57,6 +95,21 @@ int main(int argc, char **argv) {
     if (counter != (unsigned long)THREADS * iterations * 50) {
         printf("lost updates: %lu\n", counter);
         return 1;
+    }
+    if (strcmp(mode, "fork") == 0 &&
+        (in_child(lock_hot_a_few_times) || in_child(take_no_lock))) {
+        printf("a child failed\n");
+        return 1;
+    }
+    if (strcmp(mode, "spawn") == 0) {
+        char *args[] = {argv[0], "0", "none", NULL};
+        pid_t p;
+        int st;
+        if (posix_spawn(&p, argv[0], NULL, NULL, args, environ) != 0 ||
+            waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            printf("the spawned program failed\n");
+            return 1;
+        }
     }
     printf("ok\n");
     return 0;
