@@ -46,13 +46,16 @@ pub enum RunError {
     BadMap(String),
     /// The program could not be started (exit 127, as a shell says).
     Spawn(String),
+    /// The preload cannot take the program's locks: it is statically
+    /// linked, or built for another machine (exit 2).
+    NotPreloadable(String),
 }
 
 impl RunError {
     /// The exit code for this error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            RunError::NoPreload(_) | RunError::BadMap(_) => 2,
+            RunError::NoPreload(_) | RunError::BadMap(_) | RunError::NotPreloadable(_) => 2,
             RunError::Spawn(_) => 127,
         }
     }
@@ -61,7 +64,10 @@ impl RunError {
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::NoPreload(m) | RunError::BadMap(m) | RunError::Spawn(m) => f.write_str(m),
+            RunError::NoPreload(m)
+            | RunError::BadMap(m)
+            | RunError::Spawn(m)
+            | RunError::NotPreloadable(m) => f.write_str(m),
         }
     }
 }
@@ -113,6 +119,106 @@ fn check_elf(path: &Path) -> Result<(), String> {
         return Err("not an ELF shared object".into());
     }
     Ok(())
+}
+
+/// What the dynamic linker needs to know of an ELF file to preload into
+/// it: its class (64-bit or not), its machine, and whether it names a
+/// dynamic linker (`PT_INTERP`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ElfInfo {
+    class64: bool,
+    machine: object::elf::Machine,
+    interp: bool,
+}
+
+/// [`ElfInfo`] of `path`; `None` if it is not an ELF file (a script, whose
+/// interpreter is what runs) or cannot be read.
+fn elf_info(path: &Path) -> Option<ElfInfo> {
+    use object::read::elf::{FileHeader, ProgramHeader};
+    use object::{elf, Endianness, FileKind, ReadCache};
+    let data = ReadCache::new(std::fs::File::open(path).ok()?);
+    fn info<H: FileHeader<Endian = Endianness>>(
+        data: &ReadCache<std::fs::File>,
+        class64: bool,
+    ) -> Option<ElfInfo> {
+        let header = H::parse(data).ok()?;
+        let endian = header.endian().ok()?;
+        let interp = header
+            .program_headers(endian, data)
+            .ok()?
+            .iter()
+            .any(|ph| ph.p_type(endian) == elf::PT_INTERP);
+        Some(ElfInfo {
+            class64,
+            machine: header.e_machine(endian),
+            interp,
+        })
+    }
+    match FileKind::parse(&data).ok()? {
+        FileKind::Elf64 => info::<elf::FileHeader64<Endianness>>(&data, true),
+        FileKind::Elf32 => info::<elf::FileHeader32<Endianness>>(&data, false),
+        _ => None,
+    }
+}
+
+/// The file `program` names: itself if it has a `/`, else the first
+/// executable file of that name in `PATH` (as the spawn will look it up).
+fn resolve_program(program: &OsStr) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Path::new(program);
+    if program.as_encoded_bytes().contains(&b'/') {
+        return Some(p.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| {
+            if dir.as_os_str().is_empty() {
+                PathBuf::from(".").join(p)
+            } else {
+                dir.join(p)
+            }
+        })
+        .find(|c| {
+            c.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Refuse a program the preload cannot enter: the dynamic linker loads
+/// `LD_PRELOAD` only into a dynamically linked program of the library's
+/// own class and machine, and otherwise runs the program on its own locks
+/// (silently for a static one, with a warning for another class), so that
+/// `klock run` would report on glibc's locks as if they were klock's. A
+/// script or a program that cannot be read or found passes: its
+/// interpreter is what runs, and the spawn says what is missing.
+fn check_program(program: &OsStr, lib: &Path) -> Result<(), RunError> {
+    let Some(path) = resolve_program(program) else {
+        return Ok(());
+    };
+    let (Some(prog), Some(lib_info)) = (elf_info(&path), elf_info(lib)) else {
+        return Ok(());
+    };
+    let shown = program.to_string_lossy();
+    let why = if prog.class64 != lib_info.class64 || prog.machine != lib_info.machine {
+        format!(
+            "{shown} is built for another machine or word size than the preload {} \
+             (ELF machine {} {}-bit, against {} {}-bit): the dynamic linker cannot load \
+             the library into it, and it would run on its own locks",
+            lib.display(),
+            prog.machine,
+            if prog.class64 { 64 } else { 32 },
+            lib_info.machine,
+            if lib_info.class64 { 64 } else { 32 },
+        )
+    } else if !prog.interp {
+        format!(
+            "{shown} is statically linked: no dynamic linker runs for it, so \
+             LD_PRELOAD cannot replace its locks, and it would run on its own"
+        )
+    } else {
+        return Ok(());
+    };
+    Err(RunError::NotPreloadable(why))
 }
 
 /// `LD_PRELOAD` with `lib` first, keeping what the environment preloads.
@@ -174,6 +280,9 @@ pub fn run(opts: &Options) -> Result<u8, RunError> {
         lock_map::parse(map).map_err(|e| RunError::BadMap(format!("--lock-map: {e}")))?;
     }
     let lib = find_preload(opts.preload.as_deref())?;
+    if let Some(program) = opts.command.first() {
+        check_program(program, &lib)?;
+    }
     if let Some(rounds) = opts.compare {
         return compare(opts, &lib, rounds);
     }
@@ -322,5 +431,74 @@ mod tests {
         assert!(e.to_string().contains("/no/such"), "{e}");
         let e = find_preload(Some(Path::new("Cargo.toml"))).unwrap_err();
         assert!(e.to_string().contains("not an ELF"), "{e}");
+    }
+
+    /// A minimal little-endian ELF file: its header and, with `interp`, one
+    /// `PT_INTERP` program header (`PT_LOAD` without). `class64` false
+    /// makes the 32-bit layout.
+    fn elf(class64: bool, machine: u16, interp: bool) -> Vec<u8> {
+        let (ehsize, phentsize) = if class64 { (64u16, 56u16) } else { (52, 32) };
+        let mut b = vec![0x7f, b'E', b'L', b'F', if class64 { 2 } else { 1 }, 1, 1];
+        b.resize(16, 0);
+        b.extend(2u16.to_le_bytes()); // e_type: ET_EXEC
+        b.extend(machine.to_le_bytes());
+        b.extend(1u32.to_le_bytes()); // e_version
+        let word = |b: &mut Vec<u8>, v: u64| {
+            if class64 {
+                b.extend(v.to_le_bytes())
+            } else {
+                b.extend((v as u32).to_le_bytes())
+            }
+        };
+        word(&mut b, 0); // e_entry
+        word(&mut b, u64::from(ehsize)); // e_phoff: right after the header
+        word(&mut b, 0); // e_shoff
+        b.extend(0u32.to_le_bytes()); // e_flags
+        for v in [ehsize, phentsize, 1, 0, 0, 0] {
+            // e_ehsize, e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx
+            b.extend(v.to_le_bytes());
+        }
+        assert_eq!(b.len(), usize::from(ehsize));
+        let p_type: u32 = if interp { 3 } else { 1 };
+        b.extend(p_type.to_le_bytes());
+        if class64 {
+            b.extend(0u32.to_le_bytes()); // p_flags
+        }
+        b.resize(usize::from(ehsize + phentsize), 0);
+        b
+    }
+
+    #[test]
+    fn a_program_the_preload_cannot_enter_is_refused() {
+        let dir = std::env::temp_dir().join(format!("klock-run-elf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, bytes: Vec<u8>| {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        const X86_64: u16 = 62;
+        const I386: u16 = 3;
+        let lib = write("lib.so", elf(true, X86_64, false));
+        let check = |name: &str, bytes: Vec<u8>| {
+            let p = write(name, bytes);
+            check_program(p.as_os_str(), &lib)
+        };
+        // Dynamically linked, for the library's machine: runs.
+        check("dynamic", elf(true, X86_64, true)).unwrap();
+        // A script or an unreadable path: left to the spawn.
+        check("script", b"#!/bin/sh\nexit 0\n".to_vec()).unwrap();
+        check_program(OsStr::new("/no/such/program"), &lib).unwrap();
+        // Statically linked: refused, and said why.
+        let e = check("static", elf(true, X86_64, false)).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("static is statically linked"), "{e}");
+        // 32-bit, or another machine: refused.
+        let e = check("i386", elf(false, I386, true)).unwrap_err();
+        assert!(e.to_string().contains("32-bit"), "{e}");
+        assert!(e.to_string().contains("another machine"), "{e}");
+        let e = check("aarch64", elf(true, 183, true)).unwrap_err();
+        assert!(e.to_string().contains("another machine"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
