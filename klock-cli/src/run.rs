@@ -210,6 +210,11 @@ fn check_program(program: &OsStr, lib: &Path) -> Result<(), RunError> {
             lib_info.machine,
             if lib_info.class64 { 64 } else { 32 },
         )
+    } else if let Some(how) = secure_exec(&path) {
+        format!(
+            "{shown} is {how}: the dynamic linker runs it in secure-execution mode, \
+             which ignores LD_PRELOAD, and it would run on its own locks"
+        )
     } else if !prog.interp {
         format!(
             "{shown} is statically linked: no dynamic linker runs for it, so \
@@ -219,6 +224,27 @@ fn check_program(program: &OsStr, lib: &Path) -> Result<(), RunError> {
         return Ok(());
     };
     Err(RunError::NotPreloadable(why))
+}
+
+/// Why the dynamic linker would run `path` in secure-execution mode, in
+/// which it ignores an `LD_PRELOAD` path with a slash (ours): the program
+/// is set-user-ID or set-group-ID to someone else, or (for a user other
+/// than root, who gains nothing from them) carries file capabilities.
+fn secure_exec(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::MetadataExt;
+    let m = path.metadata().ok()?;
+    let (uid, gid) = (
+        rustix::process::getuid().as_raw(),
+        rustix::process::getgid().as_raw(),
+    );
+    if m.mode() & 0o4000 != 0 && m.uid() != uid {
+        return Some("set-user-ID");
+    }
+    if m.mode() & 0o2000 != 0 && m.gid() != gid {
+        return Some("set-group-ID");
+    }
+    (uid != 0 && rustix::fs::getxattr_query(path, "security.capability").is_ok())
+        .then_some("given file capabilities")
 }
 
 /// `LD_PRELOAD` with `lib` first, keeping what the environment preloads.
@@ -499,6 +525,20 @@ mod tests {
         assert!(e.to_string().contains("another machine"), "{e}");
         let e = check("aarch64", elf(true, 183, true)).unwrap_err();
         assert!(e.to_string().contains("another machine"), "{e}");
+        // Set-user-ID to another user: the dynamic linker would ignore the
+        // preload. Only root can make such a file for another user.
+        if rustix::process::getuid().is_root() {
+            use std::os::unix::fs::PermissionsExt;
+            let p = write("setuid", elf(true, X86_64, true));
+            rustix::fs::chown(&p, Some(rustix::process::Uid::from_raw(65534)), None).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o4755)).unwrap();
+            let e = check_program(p.as_os_str(), &lib).unwrap_err();
+            assert!(e.to_string().contains("set-user-ID"), "{e}");
+            // Set-user-ID to ourselves: no secure execution.
+            rustix::fs::chown(&p, Some(rustix::process::getuid()), None).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o4755)).unwrap();
+            check_program(p.as_os_str(), &lib).unwrap();
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
