@@ -312,9 +312,13 @@ pub fn run(opts: &Options) -> Result<u8, RunError> {
     if let Some(rounds) = opts.compare {
         return compare(opts, &lib, rounds);
     }
-    let status = command(opts, Some(&lib))?
-        .status()
+    let mut child = command(opts, Some(&lib))?
+        .spawn()
         .map_err(|e| spawn_error(opts, e))?;
+    let status = {
+        let _forward = ForwardSignals::install(child.id());
+        child.wait().map_err(|e| spawn_error(opts, e))?
+    };
     if status.code().is_none() {
         eprintln!(
             "klock run: {} ended by signal {}",
@@ -323,6 +327,72 @@ pub fn run(opts: &Options) -> Result<u8, RunError> {
         );
     }
     Ok(exit_code(status))
+}
+
+/// The child that [`ForwardSignals`] passes signals to (0: none).
+static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// While `klock run` waits for its program: `SIGINT`, `SIGTERM`, `SIGHUP`
+/// and `SIGQUIT` sent to `klock run` by another process are passed on to
+/// the program, and those the terminal sends (Ctrl-C, which reaches the
+/// program too, in the same process group) are not acted on here. Either
+/// way `klock run` stays to report the program's end, and the program's
+/// lock profile (`--stat`), which it prints when such a signal ends it,
+/// comes before the shell's prompt rather than after it. Set up after
+/// the spawn (a signal ignored at the spawn would stay ignored in the
+/// program); the actions before are restored when it is dropped.
+struct ForwardSignals {
+    old: Vec<(libc::c_int, libc::sigaction)>,
+}
+
+impl ForwardSignals {
+    const SIGNALS: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+    fn install(child: u32) -> Self {
+        CHILD.store(child as i32, std::sync::atomic::Ordering::Relaxed);
+        let old = Self::SIGNALS
+            .iter()
+            .map(|&sig| {
+                // SAFETY: all-zero bytes are a valid `sigaction`; the call
+                // sets this signal's action and returns the old one.
+                unsafe {
+                    let mut sa: libc::sigaction = core::mem::zeroed();
+                    sa.sa_sigaction = forward_signal
+                        as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+                        as usize;
+                    sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+                    libc::sigemptyset(&mut sa.sa_mask);
+                    let mut old: libc::sigaction = core::mem::zeroed();
+                    libc::sigaction(sig, &sa, &mut old);
+                    (sig, old)
+                }
+            })
+            .collect();
+        Self { old }
+    }
+}
+
+impl Drop for ForwardSignals {
+    fn drop(&mut self) {
+        CHILD.store(0, std::sync::atomic::Ordering::Relaxed);
+        for (sig, old) in &self.old {
+            // SAFETY: restores the action `install` replaced.
+            unsafe { libc::sigaction(*sig, old, core::ptr::null_mut()) };
+        }
+    }
+}
+
+/// The handler of [`ForwardSignals`]: a signal another process sent
+/// (`SI_USER`, `SI_QUEUE`) goes on to the program; one from the kernel
+/// (the terminal's) has reached the program's process group already.
+extern "C" fn forward_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    let code = unsafe { (*info).si_code };
+    let child = CHILD.load(std::sync::atomic::Ordering::Relaxed);
+    if child > 0 && code <= 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(child, sig) };
+    }
 }
 
 /// One run of the program, timed.

@@ -110,6 +110,27 @@ fn runs_a_c_program_on_klock_with_the_profile_and_compares() {
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("): no lock used"), "{err}");
 
+    // SIGTERM sent to `klock run` goes on to the program, which prints
+    // its profile as the signal ends it; `klock run` says so and exits as
+    // a shell would report it (128 + 15). (The program would run for
+    // many seconds: were the signal not passed on, the test would wait
+    // for it, with `klock run` gone, and fail.)
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_klock"));
+    c.args(["run", "--preload", so, "--stat", "--", prog, "100000000"])
+        .env_remove("KLOCK_STAT_PID")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().expect("start klock run");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: a plain kill of the process we started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let o = child.wait_with_output().expect("wait for klock run");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(143), "{err}");
+    assert!(err.contains(", ended by SIGTERM): 4 locks used"), "{err}");
+    assert!(err.contains("hot_worker_lock+"), "{err}");
+    assert!(err.contains("ended by signal 15"), "{err}");
+
     // The library found through KLOCK_PRELOAD; the exit status passed on.
     let o = klock_run(&["--", "sh", "-c", "exit 7"], &[("KLOCK_PRELOAD", so)]);
     assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));

@@ -36,6 +36,7 @@ mod lock_map;
 mod mutex;
 mod reads;
 mod rwlock;
+mod signal;
 mod spin;
 mod stat;
 // The C API's deadline conversion, shared source (klock-ffi builds no

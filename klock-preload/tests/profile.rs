@@ -253,3 +253,64 @@ fn a_process_that_takes_no_lock_says_so_in_one_line_unless_it_is_a_descendant() 
     assert_eq!(ps.len(), 1, "{err}");
     assert!(ps[0].0.contains("4 locks used"), "{err}");
 }
+
+#[test]
+fn a_signal_that_ends_the_program_prints_the_profile_first() {
+    use std::os::unix::process::ExitStatusExt;
+    let so = common::build_preload();
+    let prog = compile();
+    // SIGTERM at its default action: the profile, then the program dies
+    // by the signal, as it would have without the library. The program
+    // sees the default action (it checks, and sets it again), not the
+    // profile's handler.
+    let o = run_mode(&prog, &so, ITERATIONS, "term", &[("KLOCK_STAT", "1")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.signal(),
+        Some(libc::SIGTERM),
+        "{}\n{}{err}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let ps = profiles(&err);
+    assert_eq!(ps.len(), 1, "{err}");
+    assert!(
+        ps[0].0.contains(", ended by SIGTERM): 4 locks used"),
+        "{err}"
+    );
+    assert_eq!(ps[0].1[0][2], (THREADS * ITERATIONS).to_string(), "{err}");
+    assert!(ps[0].1[0][10].starts_with("hot_worker_lock+"), "{err}");
+    assert!(err.contains("printed at a normal exit only"), "{err}");
+
+    // The program's own handler: it decides, and the profile comes at
+    // its normal exit.
+    let o = run_mode(&prog, &so, ITERATIONS, "own", &[("KLOCK_STAT", "1")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
+    let ps = profiles(&err);
+    assert_eq!(ps.len(), 1, "{err}");
+    assert!(!ps[0].0.contains("ended by"), "{err}");
+    assert!(err.contains("lock_stat version"), "{err}");
+
+    // SIGHUP ignored when the program started (as under nohup): it stays
+    // ignored, and the program runs on to its normal exit.
+    let mut c = Command::new(&prog);
+    c.args([ITERATIONS.to_string().as_str(), "hup"])
+        .env("LD_PRELOAD", &so)
+        .env("KLOCK_STAT", "1")
+        .env_remove("KLOCK_STAT_PID");
+    // SAFETY: only an async-signal-safe call between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let o = c.output().expect("run the profile test");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
+    assert!(!err.contains("ended by"), "{err}");
+    assert_eq!(profiles(&err).len(), 1, "{err}");
+}

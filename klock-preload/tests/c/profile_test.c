@@ -5,8 +5,15 @@
  *   fork   after the workers, fork two children that exit(): the first
  *          locks the hot mutex FORK_LOCKS times, the second takes no lock;
  *   spawn  after the workers, run this program again with `0 none` (a
- *          descendant that execs and takes no lock). */
+ *          descendant that execs and takes no lock);
+ *   term   after the workers, check that SIGINT, SIGTERM and SIGHUP read
+ *          as at their default action (the profile's handler hidden), set
+ *          SIGTERM's default action again, and raise it;
+ *   hup    after the workers, raise SIGHUP (the test runs it ignored);
+ *   own    install a SIGTERM handler of its own, then raise SIGTERM: the
+ *          handler only notes it, and the program ends normally. */
 #include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,12 +79,17 @@ static void lock_hot_a_few_times(void) {
 
 static void take_no_lock(void) {}
 
+static volatile sig_atomic_t got_term;
+static void note_term(int sig) { got_term = sig; }
+
 int main(int argc, char **argv) {
     if (argc > 1)
         iterations = atol(argv[1]);
     const char *mode = argc > 2 ? argv[2] : "";
     if (strcmp(mode, "none") == 0)
         return 0;
+    if (strcmp(mode, "own") == 0)
+        signal(SIGTERM, note_term);
     pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE);
     pthread_t t[THREADS];
     /* The cold lock is taken once per thread, by the main thread only:
@@ -99,6 +111,31 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "fork") == 0 &&
         (in_child(lock_hot_a_few_times) || in_child(take_no_lock))) {
         printf("a child failed\n");
+        return 1;
+    }
+    if (strcmp(mode, "term") == 0) {
+        int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+        for (int i = 0; i < 3; i++) {
+            struct sigaction old;
+            if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler != SIG_DFL) {
+                printf("signal %d does not read as at its default action\n", sigs[i]);
+                return 1;
+            }
+        }
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        if (signal(SIGTERM, SIG_DFL) != SIG_DFL || sigaction(SIGTERM, &dfl, NULL) != 0) {
+            printf("setting SIGTERM's default action failed\n");
+            return 1;
+        }
+    }
+    if (strcmp(mode, "term") == 0 || strcmp(mode, "own") == 0)
+        raise(SIGTERM);
+    if (strcmp(mode, "hup") == 0)
+        raise(SIGHUP);
+    if (strcmp(mode, "own") == 0 && got_term != SIGTERM) {
+        printf("the program's own handler did not run\n");
         return 1;
     }
     if (strcmp(mode, "spawn") == 0) {

@@ -1,5 +1,6 @@
 //! The lock profile (`KLOCK_STAT=1`, or `klock run --stat`): which lock of
-//! the program hurts, printed to stderr when the program exits.
+//! the program hurts, printed to stderr when the program exits, or when a
+//! signal it does not handle ends it ([`report`]).
 //!
 //! For each lock the program used: where it was first locked (the first
 //! return address outside this library), times locked, owner changes
@@ -31,11 +32,13 @@
 //! a contended acquisition's wait is timed with the TSC reads around its
 //! wait, outside the critical section.
 
-use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use core::sync::atomic::Ordering::{Relaxed, Release};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
 use klock::sys::monotonic_ns;
-use std::io::Write;
 use std::sync::OnceLock;
+
+mod report;
+pub(crate) use report::report;
 
 /// Rows in the table: the locks a profile can tell apart.
 pub const CAPACITY: usize = 1 << 14;
@@ -95,8 +98,6 @@ struct Row {
     // report.
     /// Shortest exclusive hold (clock units; 0: none yet).
     hold_min: AtomicU64,
-    /// First return address outside this library, when first locked.
-    site: AtomicUsize,
     contended: AtomicU64,
     /// Contended acquisitions by another thread than the last holder
     /// (the kernel's con-bounces).
@@ -113,7 +114,6 @@ impl Row {
             addr: AtomicUsize::new(0),
             kind: AtomicU8::new(0),
             ready: AtomicBool::new(false),
-            site: AtomicUsize::new(0),
             locked: AtomicU64::new(0),
             contended: AtomicU64::new(0),
             con_bounces: AtomicU64::new(0),
@@ -139,8 +139,16 @@ struct Table {
     claimed: Box<[AtomicU32]>,
     /// Entries of `claimed` handed out.
     n_claimed: AtomicUsize,
+    /// Where each row's lock was first taken, looked up when the row was
+    /// claimed (the report may run in a signal handler, where `dladdr`
+    /// may not be called).
+    sites: Box<[SiteCell]>,
     /// Acquisitions of locks that found the table full.
     untracked: AtomicU64,
+    /// The program's name (`argv[0]`), for the report's header.
+    prog: Box<[u8]>,
+    /// The report's memory, set aside at load.
+    scratch: report::Scratch,
     /// Clock calibration: lockstat units and monotonic ns at start.
     t0: (u64, u64),
 }
@@ -215,6 +223,7 @@ pub(crate) fn init_from_env() {
     }
     let _ = table();
     ON.store(true, Relaxed);
+    report::catch_fatal_signals();
 }
 
 /// The variable `name` parsed by `parse`: `Ok(None)` when unset, an
@@ -289,7 +298,13 @@ fn table() -> &'static Table {
         rows: (0..CAPACITY).map(|_| Row::new()).collect(),
         claimed: (0..CAPACITY).map(|_| AtomicU32::new(0)).collect(),
         n_claimed: AtomicUsize::new(0),
+        sites: (0..CAPACITY).map(|_| SiteCell::default()).collect(),
         untracked: AtomicU64::new(0),
+        prog: std::env::args_os()
+            .next()
+            .map(|a| std::os::unix::ffi::OsStrExt::as_bytes(a.as_os_str()).into())
+            .unwrap_or_default(),
+        scratch: report::Scratch::new(),
         t0: (now(), monotonic_ns()),
     })
 }
@@ -315,7 +330,7 @@ fn row(addr: usize, kind: Kind) -> Option<&'static Row> {
                     let k = t.n_claimed.fetch_add(1, Relaxed);
                     t.claimed[k].store(i as u32 + 1, Relaxed);
                     r.kind.store(kind as u8, Relaxed);
-                    r.site.store(call_site(), Relaxed);
+                    t.sites[i].set(Site::of(call_site()));
                     // Release: the report reads kind and site after
                     // seeing `ready` (Acquire).
                     r.ready.store(true, Release);
@@ -344,6 +359,110 @@ fn call_site() -> usize {
         .map(|&f| f as usize)
         .find(|&ip| ip != 0 && object_base(ip) != mine)
         .unwrap_or(0)
+}
+
+/// Where a lock was first taken: a return address and what `dladdr` said
+/// of it. The strings are the dynamic linker's (the object's path, the
+/// symbol's name), valid while the object is loaded.
+#[derive(Clone, Copy, Default)]
+struct Site {
+    ip: usize,
+    /// `dladdr` found the object (the fields below are its answer).
+    found: bool,
+    fname: usize,
+    fbase: usize,
+    sname: usize,
+    saddr: usize,
+}
+
+impl Site {
+    /// Look up `ip` (0: unknown).
+    fn of(ip: usize) -> Site {
+        let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+        // SAFETY: any address may be asked; `info` is writable.
+        if ip == 0 || unsafe { libc::dladdr(ip as *const libc::c_void, &mut info) } == 0 {
+            return Site {
+                ip,
+                ..Site::default()
+            };
+        }
+        Site {
+            ip,
+            found: true,
+            fname: info.dli_fname as usize,
+            fbase: info.dli_fbase as usize,
+            sname: info.dli_sname as usize,
+            saddr: info.dli_saddr as usize,
+        }
+    }
+
+    /// `function+0xoff (object)`, or `object+0xoff` when the object
+    /// exports no symbol there (`addr2line -e object 0xoff` names it);
+    /// without allocating (the report may run in a signal handler).
+    fn describe(&self, out: &mut impl core::fmt::Write) {
+        /// A C string of the dynamic linker's, invalid UTF-8 replaced.
+        fn c_str(out: &mut impl core::fmt::Write, p: usize) {
+            if p == 0 {
+                let _ = out.write_str("?");
+                return;
+            }
+            // SAFETY: dladdr's strings are NUL-terminated and live while
+            // the object is loaded.
+            let bytes = unsafe { core::ffi::CStr::from_ptr(p as *const libc::c_char) }.to_bytes();
+            for chunk in bytes.utf8_chunks() {
+                let _ = out.write_str(chunk.valid());
+                if !chunk.invalid().is_empty() {
+                    let _ = out.write_char(char::REPLACEMENT_CHARACTER);
+                }
+            }
+        }
+        if self.ip == 0 {
+            let _ = out.write_str("?");
+        } else if !self.found {
+            let _ = write!(out, "{:#x}", self.ip);
+        } else if self.sname != 0 {
+            c_str(out, self.sname);
+            let _ = write!(out, "+{:#x} (", self.ip - self.saddr);
+            c_str(out, self.fname);
+            let _ = out.write_str(")");
+        } else {
+            c_str(out, self.fname);
+            let _ = write!(out, "+{:#x}", self.ip - self.fbase);
+        }
+    }
+}
+
+/// A row's [`Site`], written once when the row is claimed (before its
+/// `ready`, Release) and read by the report (after `ready`, Acquire).
+#[derive(Default)]
+struct SiteCell([AtomicUsize; 6]);
+
+impl SiteCell {
+    fn set(&self, s: Site) {
+        let v = [
+            s.ip,
+            usize::from(s.found),
+            s.fname,
+            s.fbase,
+            s.sname,
+            s.saddr,
+        ];
+        for (c, v) in self.0.iter().zip(v) {
+            c.store(v, Relaxed);
+        }
+    }
+
+    fn get(&self) -> Site {
+        let v = self.0.each_ref().map(|c| c.load(Relaxed));
+        Site {
+            ip: v[0],
+            found: v[1] != 0,
+            fname: v[2],
+            fbase: v[3],
+            sname: v[4],
+            saddr: v[5],
+        }
+    }
 }
 
 /// The load address of the object that holds `ip` (0: none).
@@ -537,234 +656,5 @@ pub fn releasing_exclusive(addr: usize, kind: Kind) {
     let min = r.hold_min.load(Relaxed);
     if min == 0 || h < min {
         r.hold_min.store(h.max(1), Relaxed);
-    }
-}
-
-/// A snapshot of one row, in ns.
-struct Line {
-    kind: u8,
-    site: usize,
-    locked: u64,
-    changed: u64,
-    contended: u64,
-    con_bounces: u64,
-    wait_total: f64,
-    wait_min: f64,
-    wait_max: f64,
-    holds: u64,
-    hold_total: f64,
-    hold_min: f64,
-    hold_max: f64,
-}
-
-/// Print the profile to stderr (the library's destructor calls it at
-/// exit).
-pub(crate) fn report() {
-    if !on() {
-        return;
-    }
-    let t = table();
-    let ns_per_unit = {
-        let (u0, n0) = t.t0;
-        let (du, dn) = (now().saturating_sub(u0), monotonic_ns().saturating_sub(n0));
-        if du == 0 || dn == 0 {
-            1.0
-        } else {
-            dn as f64 / du as f64
-        }
-    };
-    let mut lines: Vec<Line> = t
-        .rows
-        .iter()
-        .filter(|r| r.ready.load(Acquire) && r.locked.load(Relaxed) > 0)
-        .map(|r| Line {
-            kind: r.kind.load(Relaxed),
-            site: r.site.load(Relaxed),
-            locked: r.locked.load(Relaxed),
-            changed: r.changed.load(Relaxed),
-            contended: r.contended.load(Relaxed),
-            con_bounces: r.con_bounces.load(Relaxed),
-            wait_total: r.wait_total.load(Relaxed) as f64 * ns_per_unit,
-            wait_min: r.wait_min.load(Relaxed) as f64 * ns_per_unit,
-            wait_max: r.wait_max.load(Relaxed) as f64 * ns_per_unit,
-            holds: r.holds.load(Relaxed),
-            hold_total: r.hold_total.load(Relaxed) as f64 * ns_per_unit,
-            hold_min: r.hold_min.load(Relaxed) as f64 * ns_per_unit,
-            hold_max: r.hold_max.load(Relaxed) as f64 * ns_per_unit,
-        })
-        .collect();
-    lines.sort_by(|a, b| {
-        b.wait_total
-            .total_cmp(&a.wait_total)
-            .then(b.contended.cmp(&a.contended))
-            .then(b.locked.cmp(&a.locked))
-    });
-    let top = TOP.load(Relaxed);
-    let sample = 1u64 << HOLD_SHIFT.load(Relaxed);
-    let mut out = String::new();
-    let contended = lines.iter().filter(|l| l.contended > 0).count();
-    let prog = std::env::args_os()
-        .next()
-        .map(|a| a.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let fwd = crate::klock_preload_forwarded().saturating_sub(FORWARDED_AT_FORK.load(Relaxed));
-    let fwd_line = (fwd > 0).then(|| {
-        format!(
-            "klock: {fwd} calls forwarded to glibc (process-shared, robust or priority mutexes; not profiled)\n"
-        )
-    });
-    if lines.is_empty() {
-        // Of the processes that took no lock only the first one says so
-        // (in one line: the profile was on): a shell script, `make` or a
-        // wrapper starts many processes that take none, and a table from
-        // each of them buried the profile that mattered.
-        if std::process::id() != FIRST_PID.load(Relaxed) && fwd_line.is_none() {
-            return;
-        }
-        out.push_str(&format!(
-            "\nklock: lock profile of {prog} (pid {}): no lock used\n",
-            std::process::id()
-        ));
-        out.push_str(fwd_line.as_deref().unwrap_or(""));
-        let _ = std::io::stderr().write_all(out.as_bytes());
-        return;
-    }
-    out.push_str(&format!(
-        "\nklock: lock profile of {prog} (pid {}): {} locks used, {} contended; \
-         sorted by total wait; wait times in ms and us, holds (exclusive only) in us, {}\n",
-        std::process::id(),
-        lines.len(),
-        contended,
-        {
-            let timed: u64 = lines.iter().map(|l| l.holds).sum();
-            if sample == 1 {
-                format!("every hold timed ({timed})")
-            } else {
-                format!("1 hold in {sample} timed ({timed})")
-            }
-        },
-    ));
-    out.push_str(&format!(
-        "{:>4} {:<6} {:>12} {:>10} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10}  {}\n",
-        "Lock",
-        "Type",
-        "Locked",
-        "Changed",
-        "Cont.",
-        "tot.Wait[ms]",
-        "avgW[us]",
-        "maxW[us]",
-        "avgH[us]",
-        "maxH[us]",
-        "Site (first locked at)"
-    ));
-    for (i, l) in lines.iter().take(top).enumerate() {
-        let avg_w = if l.contended > 0 {
-            l.wait_total / l.contended as f64
-        } else {
-            0.0
-        };
-        let avg_h = if l.holds > 0 {
-            l.hold_total / l.holds as f64
-        } else {
-            0.0
-        };
-        out.push_str(&format!(
-            "{:>4} {:<6} {:>12} {:>10} {:>10} {:>12.3} {:>10.2} {:>10.2} {:>10.3} {:>10.2}  {}\n",
-            i + 1,
-            Kind::name(l.kind),
-            l.locked,
-            l.changed,
-            l.contended,
-            l.wait_total / 1e6,
-            avg_w / 1e3,
-            l.wait_max / 1e3,
-            avg_h / 1e3,
-            l.hold_max / 1e3,
-            describe(l.site)
-        ));
-    }
-    out.push_str(&kernel_layout(&lines[..lines.len().min(top)], sample));
-    let untracked = t.untracked.load(Relaxed);
-    if untracked > 0 {
-        out.push_str(&format!(
-            "klock: {untracked} acquisitions not tracked (more than {CAPACITY} locks)\n"
-        ));
-    }
-    out.push_str(fwd_line.as_deref().unwrap_or(""));
-    let _ = std::io::stderr().write_all(out.as_bytes());
-}
-
-/// The same locks in the kernel's `/proc/lock_stat` layout (the one `klock
-/// stat` prints for Rust programs), each named by its type and its rank in
-/// the table above. A lock's read and write acquisitions are counted
-/// together, on one line; hold times are those of exclusive holds, the
-/// total estimated from the timed ones (`sample`: one hold in that many
-/// was timed).
-fn kernel_layout(lines: &[Line], sample: u64) -> String {
-    use klock::lockstat::{ClassStats, Report, SideStats};
-    let ns = |v: f64| v.round() as u64;
-    let classes = lines
-        .iter()
-        .enumerate()
-        .map(|(i, l)| ClassStats {
-            name: format!("{} {}", Kind::name(l.kind), i + 1),
-            write: SideStats {
-                acquisitions: l.locked,
-                acq_bounces: l.changed,
-                contentions: l.contended,
-                con_bounces: l.con_bounces,
-                rejects: 0,
-                wait_min_ns: ns(l.wait_min),
-                wait_max_ns: ns(l.wait_max),
-                wait_total_ns: ns(l.wait_total),
-                hold_min_ns: ns(l.hold_min),
-                hold_max_ns: ns(l.hold_max),
-                hold_total_ns: ns(l.hold_total * sample as f64),
-            },
-            read: SideStats::default(),
-            sites: Vec::new(),
-            elapsed_ns: 0,
-        })
-        .collect();
-    let report = Report {
-        classes,
-        cpus: klock::sys::online_cpus(),
-    };
-    format!(
-        "\nklock: the same locks in the kernel's lock_stat layout (times in us)\n{}",
-        report.proc_lock_stat()
-    )
-}
-
-/// `function+0xoff (object)` for a return address, or `object+0xoff`
-/// when the object exports no symbol there (`addr2line -e object 0xoff`
-/// names it).
-fn describe(ip: usize) -> String {
-    if ip == 0 {
-        return "?".into();
-    }
-    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
-    // SAFETY: any address may be asked; `info` is writable.
-    if unsafe { libc::dladdr(ip as *const libc::c_void, &mut info) } == 0 {
-        return format!("{ip:#x}");
-    }
-    let cstr = |p: *const libc::c_char| {
-        if p.is_null() {
-            None
-        } else {
-            // SAFETY: dladdr's strings are NUL-terminated and live while
-            // the object is loaded.
-            Some(
-                unsafe { core::ffi::CStr::from_ptr(p) }
-                    .to_string_lossy()
-                    .into_owned(),
-            )
-        }
-    };
-    let object = cstr(info.dli_fname).unwrap_or_else(|| "?".into());
-    match cstr(info.dli_sname) {
-        Some(sym) => format!("{sym}+{:#x} ({object})", ip - info.dli_saddr as usize),
-        None => format!("{object}+{:#x}", ip - info.dli_fbase as usize),
     }
 }
