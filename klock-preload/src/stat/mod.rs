@@ -18,7 +18,7 @@
 //! Timestamps are the TSC where the kernel itself uses it as its clock or
 //! the CPU says it is constant and non-stop (a few ns to read), else
 //! `clock_gettime` (20–30 ns on a virtual machine, which made the profile
-//! 2–3 times as costly), converted to ns at exit. Holds are timed for
+//! 2–3 times as costly), converted to ns by the report. Holds are timed for
 //! exclusive holds only (mutexes, spinlocks, write locks): readers hold a
 //! lock together and would need a start time each.
 //!
@@ -91,8 +91,8 @@ struct Row {
     /// tid of the last thread that took it (owner changes).
     last: AtomicU32,
     kind: AtomicU8,
-    /// The row is claimed and `site` written (`Release`, read with
-    /// `Acquire` at exit).
+    /// The row is claimed and its site (`Table::sites`) written
+    /// (`Release`, read with `Acquire` by the report).
     ready: AtomicBool,
     // Second line: contended acquisitions, the shortest hold, and the
     // report.
@@ -135,7 +135,8 @@ struct Table {
     rows: Box<[Row]>,
     /// The indexes of the claimed rows plus one, in the order claimed (0:
     /// a claim whose index is not written yet), so that a forked child
-    /// clears the rows in use without reading the whole table.
+    /// clears, and the report reads, the rows in use without going
+    /// through the whole table.
     claimed: Box<[AtomicU32]>,
     /// Entries of `claimed` handed out.
     n_claimed: AtomicUsize,
