@@ -186,7 +186,7 @@ fn a_bad_profile_setting_is_an_error() {
 
 /// The profiles in `err`: for each, its header line and its rows (the
 /// lines between the column titles and the next blank line).
-fn profiles(err: &str) -> Vec<(String, Vec<Vec<String>>)> {
+fn profiles(err: &str) -> Vec<Profile> {
     let mut out = Vec::new();
     let mut lines = err.lines().peekable();
     while let Some(l) = lines.next() {
@@ -205,17 +205,29 @@ fn profiles(err: &str) -> Vec<(String, Vec<Vec<String>>)> {
     out
 }
 
+/// The program in `mode` with the profile on: it must succeed (and say
+/// `ok` unless it ran no iteration); its stderr and the profiles in it.
+fn profiled_ok(prog: &Path, so: &Path, iterations: u64, mode: &str) -> (String, Vec<Profile>) {
+    let o = run_mode(prog, so, iterations, mode, &[("KLOCK_STAT", "1")]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    if iterations > 0 {
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok", "{err}");
+    }
+    let ps = profiles(&err);
+    (err, ps)
+}
+
+/// A profile: its header line and its rows, each split into words.
+type Profile = (String, Vec<Vec<String>>);
+
 #[test]
 fn a_forked_child_profiles_only_what_it_did() {
     let so = common::build_preload();
     let prog = compile();
-    let o = run_mode(&prog, &so, ITERATIONS, "fork", &[("KLOCK_STAT", "1")]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{}\n{err}", o.status);
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
+    let (err, ps) = profiled_ok(&prog, &so, ITERATIONS, "fork");
     // The first child's, then the parent's (it waits for its children
     // before it exits); the second child took no lock and says nothing.
-    let ps = profiles(&err);
     assert_eq!(ps.len(), 2, "{err}");
     let (child, parent) = (&ps[0], &ps[1]);
     // The child counts its own acquisitions of the hot mutex, not the
@@ -235,21 +247,14 @@ fn a_process_that_takes_no_lock_says_so_in_one_line_unless_it_is_a_descendant() 
     let so = common::build_preload();
     let prog = compile();
     // Alone: one line, so that the user knows the profile was on.
-    let o = run_mode(&prog, &so, 0, "none", &[("KLOCK_STAT", "1")]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{}\n{err}", o.status);
-    let ps = profiles(&err);
+    let (err, ps) = profiled_ok(&prog, &so, 0, "none");
     assert_eq!(ps.len(), 1, "{err}");
     assert!(ps[0].0.ends_with("no lock used"), "{err}");
     assert!(ps[0].1.is_empty(), "{err}");
     assert!(!err.contains("lock_stat version"), "{err}");
     // Started by a profiled process (the library passes its pid on in the
     // environment): nothing. Only the parent's profile is printed.
-    let o = run_mode(&prog, &so, ITERATIONS, "spawn", &[("KLOCK_STAT", "1")]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{}\n{err}", o.status);
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
-    let ps = profiles(&err);
+    let (err, ps) = profiled_ok(&prog, &so, ITERATIONS, "spawn");
     assert_eq!(ps.len(), 1, "{err}");
     assert!(ps[0].0.contains("4 locks used"), "{err}");
 }
@@ -284,11 +289,7 @@ fn a_signal_that_ends_the_program_prints_the_profile_first() {
 
     // The program's own handler: it decides, and the profile comes at
     // its normal exit.
-    let o = run_mode(&prog, &so, ITERATIONS, "own", &[("KLOCK_STAT", "1")]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{}\n{err}", o.status);
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
-    let ps = profiles(&err);
+    let (err, ps) = profiled_ok(&prog, &so, ITERATIONS, "own");
     assert_eq!(ps.len(), 1, "{err}");
     assert!(!ps[0].0.contains("ended by"), "{err}");
     assert!(err.contains("lock_stat version"), "{err}");
