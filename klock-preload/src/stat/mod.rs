@@ -324,27 +324,40 @@ fn row(addr: usize, kind: Kind) -> Option<&'static Row> {
             return Some(r);
         }
         if a == 0 {
-            match r.addr.compare_exchange(0, addr, Relaxed, Relaxed) {
-                Ok(_) => {
-                    // A row is claimed once, so fewer than CAPACITY
-                    // claims are ever made and the slot exists.
-                    let k = t.n_claimed.fetch_add(1, Relaxed);
-                    t.claimed[k].store(i as u32 + 1, Relaxed);
-                    r.kind.store(kind as u8, Relaxed);
-                    t.sites[i].set(Site::of(call_site()));
-                    // Release: the report reads kind and site after
-                    // seeing `ready` (Acquire).
-                    r.ready.store(true, Release);
-                    return Some(r);
-                }
-                Err(now) if now == addr => return Some(r),
-                Err(_) => {}
+            if let Some(r) = claim(t, i, addr, kind) {
+                return Some(r);
             }
         }
         i = (i + 1) % CAPACITY;
     }
     t.untracked.fetch_add(1, Relaxed);
     None
+}
+
+/// Claim the free row `i` for the lock at `addr`, or find that another
+/// thread just claimed it for the same lock: `None` if it went to another
+/// lock. Out of line: once per lock, and [`row`]'s probe, inlined into
+/// every profiled acquisition and release, stays short.
+#[cold]
+#[inline(never)]
+fn claim(t: &'static Table, i: usize, addr: usize, kind: Kind) -> Option<&'static Row> {
+    let r = &t.rows[i];
+    match r.addr.compare_exchange(0, addr, Relaxed, Relaxed) {
+        Ok(_) => {
+            // A row is claimed once, so fewer than CAPACITY claims are
+            // ever made and the slot exists.
+            let k = t.n_claimed.fetch_add(1, Relaxed);
+            t.claimed[k].store(i as u32 + 1, Relaxed);
+            r.kind.store(kind as u8, Relaxed);
+            t.sites[i].set(Site::of(call_site()));
+            // Release: the report reads kind and site after seeing
+            // `ready` (Acquire).
+            r.ready.store(true, Release);
+            Some(r)
+        }
+        Err(now) if now == addr => Some(r),
+        Err(_) => None,
+    }
 }
 
 /// The first return address on the stack outside this library (the
