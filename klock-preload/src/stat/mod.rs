@@ -108,42 +108,19 @@ struct Row {
     wait_max: AtomicU64,
 }
 
-impl Row {
-    const fn new() -> Self {
-        Self {
-            addr: AtomicUsize::new(0),
-            kind: AtomicU8::new(0),
-            ready: AtomicBool::new(false),
-            locked: AtomicU64::new(0),
-            contended: AtomicU64::new(0),
-            con_bounces: AtomicU64::new(0),
-            changed: AtomicU64::new(0),
-            last: AtomicU32::new(0),
-            wait_total: AtomicU64::new(0),
-            wait_min: AtomicU64::new(0),
-            wait_max: AtomicU64::new(0),
-            hold_min: AtomicU64::new(0),
-            hold_start: AtomicU64::new(0),
-            holds: AtomicU64::new(0),
-            hold_total: AtomicU64::new(0),
-            hold_max: AtomicU64::new(0),
-        }
-    }
-}
-
 struct Table {
-    rows: Box<[Row]>,
+    rows: &'static [Row],
     /// The indexes of the claimed rows plus one, in the order claimed (0:
     /// a claim whose index is not written yet), so that a forked child
     /// clears, and the report reads, the rows in use without going
     /// through the whole table.
-    claimed: Box<[AtomicU32]>,
+    claimed: &'static [AtomicU32],
     /// Entries of `claimed` handed out.
     n_claimed: AtomicUsize,
     /// Where each row's lock was first taken, looked up when the row was
     /// claimed (the report may run in a signal handler, where `dladdr`
     /// may not be called).
-    sites: Box<[SiteCell]>,
+    sites: &'static [SiteCell],
     /// Acquisitions of locks that found the table full.
     untracked: AtomicU64,
     /// The program's name (`argv[0]`), for the report's header.
@@ -294,12 +271,44 @@ fn tsc_usable() -> bool {
     })
 }
 
+/// `n` values of `T` in fresh zeroed pages of their own, never freed
+/// (the table lives as long as the process). The kernel fills a page only
+/// when it is first touched, so the table's 3 MB cost a process only the
+/// rows its locks use. (Through the allocator, whose aligned allocations
+/// are cleared by writing them, the table cost about 0.9 ms and 540 page
+/// faults at the load of every process, paid by each of a build's many
+/// short-lived helpers.)
+///
+/// # Safety
+/// All-zero bytes are a valid `T`, and `T`'s alignment is at most a
+/// page's.
+unsafe fn zeroed_static<T>(n: usize) -> &'static mut [T] {
+    let layout = std::alloc::Layout::array::<T>(n).expect("a table that fits in memory");
+    // SAFETY: a new private anonymous mapping, aliasing nothing.
+    match unsafe {
+        rustix::mm::mmap_anonymous(
+            core::ptr::null_mut(),
+            layout.size(),
+            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+            rustix::mm::MapFlags::PRIVATE,
+        )
+    } {
+        // SAFETY: page-aligned, zeroed, `n` `T`s long, ours alone and
+        // never unmapped; the caller vouches for zeroed `T`s.
+        Ok(p) => unsafe { core::slice::from_raw_parts_mut(p.cast::<T>(), n) },
+        Err(_) => std::alloc::handle_alloc_error(layout),
+    }
+}
+
 fn table() -> &'static Table {
     TABLE.get_or_init(|| Table {
-        rows: (0..CAPACITY).map(|_| Row::new()).collect(),
-        claimed: (0..CAPACITY).map(|_| AtomicU32::new(0)).collect(),
+        // SAFETY (the three): all-zero bytes are a free row, an unused
+        // entry of the claim list and an unknown site (atomic integers);
+        // a row's alignment is a cache line's.
+        rows: unsafe { zeroed_static(CAPACITY) },
+        claimed: unsafe { zeroed_static(CAPACITY) },
         n_claimed: AtomicUsize::new(0),
-        sites: (0..CAPACITY).map(|_| SiteCell::default()).collect(),
+        sites: unsafe { zeroed_static(CAPACITY) },
         untracked: AtomicU64::new(0),
         prog: std::env::args_os()
             .next()

@@ -95,7 +95,7 @@ impl core::fmt::Write for Out {
 /// The memory a report works in, set aside at load: one report runs at
 /// a time (see [`REPORTING`]).
 pub(super) struct Scratch {
-    lines: UnsafeCell<Box<[Line]>>,
+    lines: UnsafeCell<&'static mut [Line]>,
     out: UnsafeCell<Out>,
 }
 
@@ -105,30 +105,15 @@ unsafe impl Sync for Scratch {}
 impl Scratch {
     pub(super) fn new() -> Self {
         Self {
-            lines: UnsafeCell::new(zeroed_lines()),
+            // SAFETY: all-zero bytes are a valid `Line` (integers, 0.0,
+            // `false`, a site of zeros). Zeroed pages: a process that
+            // never reports does not touch them.
+            lines: UnsafeCell::new(unsafe { super::zeroed_static(CAPACITY) }),
             out: UnsafeCell::new(Out {
                 buf: [0; 4096],
                 len: 0,
             }),
         }
-    }
-}
-
-/// Room for a snapshot of every row, as zeroed memory: the allocator maps
-/// it fresh and the kernel fills the pages only when the report writes
-/// them, so a process that never reports (most of a build's helpers)
-/// does not pay for clearing it at load.
-fn zeroed_lines() -> Box<[Line]> {
-    let layout = std::alloc::Layout::array::<Line>(CAPACITY).expect("a small array");
-    // SAFETY: the layout is not zero-sized; all-zero bytes are a valid
-    // `Line` (integers, 0.0, `false`, a site of zeros), and the pointer
-    // comes from the global allocator with this layout, as `Box` frees it.
-    unsafe {
-        let p = std::alloc::alloc_zeroed(layout).cast::<Line>();
-        if p.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        Box::from_raw(core::ptr::slice_from_raw_parts_mut(p, CAPACITY))
     }
 }
 
