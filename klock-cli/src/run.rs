@@ -108,17 +108,12 @@ pub fn find_preload(explicit: Option<&Path>) -> Result<PathBuf, RunError> {
         .map_err(|e| RunError::NoPreload(format!("preload {}: {e}", path.display())))
 }
 
-/// Whether `path` starts like an ELF file.
+/// Whether `path` is an ELF file ([`elf_info`] reads it), or why not.
 fn check_elf(path: &Path) -> Result<(), String> {
-    use std::io::Read;
-    let mut magic = [0u8; 4];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .map_err(|e| e.to_string())?;
-    if magic != *b"\x7fELF" {
-        return Err("not an ELF shared object".into());
-    }
-    Ok(())
+    std::fs::File::open(path).map_err(|e| e.to_string())?;
+    elf_info(path)
+        .map(|_| ())
+        .ok_or_else(|| "not an ELF shared object".into())
 }
 
 /// What the dynamic linker needs to know of an ELF file to preload into

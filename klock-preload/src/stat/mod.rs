@@ -300,6 +300,17 @@ unsafe fn zeroed_static<T>(n: usize) -> &'static mut [T] {
     }
 }
 
+impl Table {
+    /// The indexes of the rows in use, from the list of claims (an entry
+    /// not written yet is a row claimed by another thread that has counted
+    /// nothing into it yet).
+    fn claimed_rows(&self) -> impl Iterator<Item = usize> + '_ {
+        self.claimed[..self.n_claimed.load(Relaxed).min(CAPACITY)]
+            .iter()
+            .filter_map(|c| (c.load(Relaxed) as usize).checked_sub(1))
+    }
+}
+
 fn table() -> &'static Table {
     TABLE.get_or_init(|| Table {
         // SAFETY (the three): all-zero bytes are a free row, an unused
@@ -358,7 +369,7 @@ fn claim(t: &'static Table, i: usize, addr: usize, kind: Kind) -> Option<&'stati
             let k = t.n_claimed.fetch_add(1, Relaxed);
             t.claimed[k].store(i as u32 + 1, Relaxed);
             r.kind.store(kind as u8, Relaxed);
-            t.sites[i].set(Site::of(call_site()));
+            t.sites[i].set(call_site());
             // Release: the report reads kind and site after seeing
             // `ready` (Acquire).
             r.ready.store(true, Release);
@@ -370,18 +381,20 @@ fn claim(t: &'static Table, i: usize, addr: usize, kind: Kind) -> Option<&'stati
 }
 
 /// The first return address on the stack outside this library (the
-/// program's call of the pthread function), or 0.
+/// program's call of the pthread function), with what `dladdr` says of
+/// it; an unknown site if there is none.
 #[cold]
-fn call_site() -> usize {
+fn call_site() -> Site {
     let mut frames = [core::ptr::null_mut::<libc::c_void>(); 24];
     // SAFETY: a buffer of the given length.
     let n = unsafe { libc::backtrace(frames.as_mut_ptr(), frames.len() as libc::c_int) };
-    let mine = object_base(call_site as *const () as usize);
+    let mine = Site::of(call_site as *const () as usize).fbase;
     frames[..n.max(0) as usize]
         .iter()
-        .map(|&f| f as usize)
-        .find(|&ip| ip != 0 && object_base(ip) != mine)
-        .unwrap_or(0)
+        .filter(|f| !f.is_null())
+        .map(|&f| Site::of(f as usize))
+        .find(|s| s.fbase != mine)
+        .unwrap_or_default()
 }
 
 /// Where a lock was first taken: a return address and what `dladdr` said
@@ -390,8 +403,8 @@ fn call_site() -> usize {
 #[derive(Clone, Copy, Default)]
 struct Site {
     ip: usize,
-    /// `dladdr` found the object (the fields below are its answer).
-    found: bool,
+    /// The object's path; 0 when `dladdr` found no object there (and the
+    /// fields below are 0 too).
     fname: usize,
     fbase: usize,
     sname: usize,
@@ -411,7 +424,6 @@ impl Site {
         }
         Site {
             ip,
-            found: true,
             fname: info.dli_fname as usize,
             fbase: info.dli_fbase as usize,
             sname: info.dli_sname as usize,
@@ -441,7 +453,7 @@ impl Site {
         }
         if self.ip == 0 {
             let _ = out.write_str("?");
-        } else if !self.found {
+        } else if self.fname == 0 {
             let _ = write!(out, "{:#x}", self.ip);
         } else if self.sname != 0 {
             c_str(out, self.sname);
@@ -458,44 +470,26 @@ impl Site {
 /// A row's [`Site`], written once when the row is claimed (before its
 /// `ready`, Release) and read by the report (after `ready`, Acquire).
 #[derive(Default)]
-struct SiteCell([AtomicUsize; 6]);
+struct SiteCell([AtomicUsize; 5]);
 
 impl SiteCell {
     fn set(&self, s: Site) {
-        let v = [
-            s.ip,
-            usize::from(s.found),
-            s.fname,
-            s.fbase,
-            s.sname,
-            s.saddr,
-        ];
+        let v = [s.ip, s.fname, s.fbase, s.sname, s.saddr];
         for (c, v) in self.0.iter().zip(v) {
             c.store(v, Relaxed);
         }
     }
 
     fn get(&self) -> Site {
-        let v = self.0.each_ref().map(|c| c.load(Relaxed));
+        let [ip, fname, fbase, sname, saddr] = self.0.each_ref().map(|c| c.load(Relaxed));
         Site {
-            ip: v[0],
-            found: v[1] != 0,
-            fname: v[2],
-            fbase: v[3],
-            sname: v[4],
-            saddr: v[5],
+            ip,
+            fname,
+            fbase,
+            sname,
+            saddr,
         }
     }
-}
-
-/// The load address of the object that holds `ip` (0: none).
-fn object_base(ip: usize) -> usize {
-    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
-    // SAFETY: any address may be asked; `info` is writable.
-    if unsafe { libc::dladdr(ip as *const libc::c_void, &mut info) } == 0 {
-        return 0;
-    }
-    info.dli_fbase as usize
 }
 
 /// Take an exclusive lock with the profile on: `try_lock` first (an
@@ -632,13 +626,7 @@ pub(crate) fn after_fork_in_child() {
     }
     FORWARDED_AT_FORK.store(crate::klock_preload_forwarded(), Relaxed);
     let t = table();
-    let n = t.n_claimed.load(Relaxed).min(CAPACITY);
-    for c in &t.claimed[..n] {
-        // 0: another thread claimed the row but the fork came before it
-        // wrote the index; it had not counted anything into it yet.
-        let Some(i) = (c.load(Relaxed) as usize).checked_sub(1) else {
-            continue;
-        };
+    for i in t.claimed_rows() {
         let r = &t.rows[i];
         for c in [
             &r.locked,

@@ -172,12 +172,8 @@ fn report_at(signal: Option<libc::c_int>) {
             dn as f64 / du as f64
         }
     };
-    // The rows in use, from the list of claims.
     let mut n = 0;
-    for c in &t.claimed[..t.n_claimed.load(Relaxed).min(CAPACITY)] {
-        let Some(i) = (c.load(Relaxed) as usize).checked_sub(1) else {
-            continue;
-        };
+    for i in t.claimed_rows() {
         let r = &t.rows[i];
         if !r.ready.load(Acquire) || r.locked.load(Relaxed) == 0 {
             continue;
@@ -212,7 +208,8 @@ fn report_at(signal: Option<libc::c_int>) {
     let sample = 1u64 << HOLD_SHIFT.load(Relaxed);
     let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
     let fwd = crate::klock_preload_forwarded().saturating_sub(FORWARDED_AT_FORK.load(Relaxed));
-    let at = signal.map_or(AtSignal(""), |s| AtSignal(signal_name(s)));
+    // `, ended by SIGTERM` in the header when a signal ends the process.
+    let (ended, by) = signal.map_or(("", ""), |s| (", ended by ", signal_name(s)));
     // Of the processes that took no lock only the first one says so (in
     // one line: the profile was on): a shell script, `make` or a wrapper
     // starts many processes that take none, and a table from each of them
@@ -221,7 +218,7 @@ fn report_at(signal: Option<libc::c_int>) {
         if pid == FIRST_PID.load(Relaxed) || fwd > 0 {
             out.bytes(b"\nklock: lock profile of ");
             out.bytes(&t.prog);
-            let _ = writeln!(out, " (pid {pid}{at}): no lock used");
+            let _ = writeln!(out, " (pid {pid}{ended}{by}): no lock used");
             forwarded_line(out, fwd);
         }
         out.flush();
@@ -233,7 +230,7 @@ fn report_at(signal: Option<libc::c_int>) {
     out.bytes(&t.prog);
     let _ = write!(
         out,
-        " (pid {pid}{at}): {} locks used, {contended} contended; sorted by total wait; \
+        " (pid {pid}{ended}{by}): {} locks used, {contended} contended; sorted by total wait; \
          wait times in ms and us, holds (exclusive only) in us, ",
         lines.len(),
     );
@@ -291,19 +288,6 @@ fn report_at(signal: Option<libc::c_int>) {
     }
     forwarded_line(out, fwd);
     out.flush();
-}
-
-/// `, ended by SIGNAL` in the header when a signal ends the process.
-struct AtSignal(&'static str);
-
-impl core::fmt::Display for AtSignal {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        if self.0.is_empty() {
-            Ok(())
-        } else {
-            write!(f, ", ended by {}", self.0)
-        }
-    }
 }
 
 fn forwarded_line(out: &mut Out, fwd: u64) {
