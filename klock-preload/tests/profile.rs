@@ -132,9 +132,15 @@ fn timed_holds(err: &str) -> u64 {
         .unwrap_or_else(|e| panic!("{e}: {header}"))
 }
 
-/// Exclusive acquisitions of the C program: the hot mutex every
-/// iteration, the spinlock every 16th, the cold mutex once per thread.
-const EXCLUSIVE: u64 = THREADS * ITERATIONS + THREADS * ITERATIONS.div_ceil(16) + THREADS;
+/// Exclusive acquisitions of the C program, lock by lock: the hot mutex
+/// every iteration, the spinlock every 16th, the cold mutex once per
+/// thread.
+const EXCLUSIVE_BY_LOCK: [u64; 3] = [
+    THREADS * ITERATIONS,
+    THREADS * ITERATIONS.div_ceil(16),
+    THREADS,
+];
+const EXCLUSIVE: u64 = EXCLUSIVE_BY_LOCK[0] + EXCLUSIVE_BY_LOCK[1] + EXCLUSIVE_BY_LOCK[2];
 
 #[test]
 fn one_hold_in_eight_is_timed_unless_asked() {
@@ -144,12 +150,17 @@ fn one_hold_in_eight_is_timed_unless_asked() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{}\n{err}", o.status);
     assert!(err.contains("1 hold in 8 timed"), "{err}");
-    // The timed holds are chosen per lock by its acquisition count, spread
-    // evenly: an eighth of each lock's, within a few.
+    // Each lock's first 8 holds are timed, then one in 8 of the rest,
+    // chosen by the lock's acquisition count and spread evenly: an eighth
+    // of them, within a few.
     let timed = timed_holds(&err);
+    let want: u64 = EXCLUSIVE_BY_LOCK
+        .iter()
+        .map(|&n| n.min(8) + n.saturating_sub(8) / 8)
+        .sum();
     assert!(
-        timed.abs_diff(EXCLUSIVE / 8) <= 8,
-        "{timed} of {EXCLUSIVE}: {err}"
+        timed.abs_diff(want) <= 8,
+        "{timed} of {EXCLUSIVE}, want about {want}: {err}"
     );
 
     let o = run_env(
@@ -324,4 +335,45 @@ fn a_signal_that_ends_the_program_prints_the_profile_first() {
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
     assert!(!err.contains("ended by"), "{err}");
     assert_eq!(profiles(&err).len(), 1, "{err}");
+}
+
+/// The C program's `many` mode: this many mutexes, each locked this
+/// many times (its `MANY_LOCKS`, `MANY_TIMES`).
+const MANY_LOCKS: u64 = 20_000;
+const MANY_TIMES: u64 = 3;
+/// The profile's table (the library's `CAPACITY`).
+const TABLE_ROWS: u64 = 16_384;
+
+#[test]
+fn locks_beyond_the_table_are_counted_as_not_tracked() {
+    let so = common::build_preload();
+    let prog = compile();
+    let (err, ps) = profiled_ok(&prog, &so, 1, "many");
+    assert_eq!(ps.len(), 1, "{err}");
+    let used: u64 = ps[0]
+        .0
+        .split("): ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of locks used: {err}"));
+    // A lock finds a row near its address or none: nearly the whole
+    // table fills before one finds none.
+    assert!(
+        (TABLE_ROWS * 99 / 100..=TABLE_ROWS).contains(&used),
+        "{used} locks used: {err}"
+    );
+    // Each lock either has a row for all its acquisitions, or none; its
+    // releases are not acquisitions.
+    let untracked = format!(
+        "klock: {} acquisitions not tracked",
+        (MANY_LOCKS - used) * MANY_TIMES
+    );
+    assert!(err.contains(&untracked), "want {untracked:?}: {err}");
+    // The rows shown count every acquisition of their locks, and a lock
+    // taken only a few times has each of its holds timed.
+    for r in &ps[0].1 {
+        assert_eq!(r[2], MANY_TIMES.to_string(), "{err}");
+    }
+    assert_eq!(timed_holds(&err), used * MANY_TIMES, "{err}");
 }

@@ -11,8 +11,9 @@
 //! The statistics live in a table beside the locks, keyed by address
 //! (the locks themselves stay in place and unchanged): entries are
 //! claimed with a CAS and never freed, so a lock destroyed and another
-//! made at its address share a row, and a program with more than
-//! [`CAPACITY`] locks has the rest counted as "not tracked". With the
+//! made at its address share a row, and a lock that finds no free row
+//! near its address (a program with more than [`CAPACITY`] locks, or
+//! nearly as many) has its acquisitions counted as "not tracked". With the
 //! profile off (the default) every lock call pays one load of a flag.
 //!
 //! Timestamps are the TSC where the kernel itself uses it as its clock or
@@ -27,7 +28,8 @@
 //! section, where they lengthen the hold that other threads wait for. So
 //! one exclusive hold in [`DEFAULT_HOLD_SAMPLE`] is timed
 //! (`KLOCK_STAT_HOLDS=N`, a power of two up to 1024; 1 times every hold),
-//! chosen by the lock's own acquisition count (see [`timed_hold`]).
+//! after each lock's first that many, chosen by the lock's own
+//! acquisition count (see [`timed_hold`]).
 //! Acquisitions, owner changes and contended waits are counted every time;
 //! a contended acquisition's wait is timed with the TSC reads around its
 //! wait, outside the critical section.
@@ -42,6 +44,10 @@ pub(crate) use report::report;
 
 /// Rows in the table: the locks a profile can tell apart.
 pub const CAPACITY: usize = 1 << 14;
+/// The rows a lock's row is looked for in, from its home row: a lock
+/// with no free row among them is not tracked. (Unbounded, every call on
+/// such a lock walked the whole table once it was full.)
+const MAX_PROBE: usize = 256;
 /// Rows printed (`KLOCK_STAT_TOP` overrides).
 const DEFAULT_TOP: usize = 16;
 /// One exclusive hold in this many is timed (`KLOCK_STAT_HOLDS`
@@ -109,7 +115,9 @@ struct Row {
 }
 
 struct Table {
-    rows: &'static [Row],
+    /// An array, not a slice: an index masked to the capacity needs no
+    /// bounds check in the probe that every profiled call makes.
+    rows: &'static [Row; CAPACITY],
     /// The indexes of the claimed rows plus one, in the order claimed (0:
     /// a claim whose index is not written yet), so that a forked child
     /// clears, and the report reads, the rows in use without going
@@ -235,16 +243,22 @@ fn parse_top(v: &str) -> Result<usize, String> {
 }
 
 /// Whether the exclusive hold that begins with a lock's `count`-th
-/// acquisition is timed: one in 2^`HOLD_SHIFT`. The count is the lock's
-/// own (its row's `locked`), hashed (Fibonacci hashing: the fractional
-/// parts of `count` times the golden ratio spread evenly, and the gaps
-/// between timed holds take a few sizes around the sample rather than
-/// one), so a program whose holds alternate with a short period is
-/// still sampled across all of them.
-#[inline]
+/// acquisition is timed: each of the lock's first 2^`HOLD_SHIFT` holds,
+/// then one in 2^`HOLD_SHIFT`. The first ones so that a lock taken a few
+/// times has its holds timed too (sampled alone, a lock taken fewer than
+/// 13 times had none timed at one in 8, and one held for seconds at a
+/// time showed no hold). After them the count, the lock's own (its row's
+/// `locked`), is hashed (Fibonacci hashing: the fractional parts of
+/// `count` times the golden ratio spread evenly, and the gaps between
+/// timed holds take a few sizes around the sample rather than one), so a
+/// program whose holds alternate with a short period is still sampled
+/// across all of them.
+#[inline(always)]
 fn timed_hold(count: u64) -> bool {
     let shift = u32::from(HOLD_SHIFT.load(Relaxed));
-    shift == 0 || count.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - shift) == 0
+    shift == 0
+        || count <= 1 << shift
+        || count.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - shift) == 0
 }
 
 /// Whether the TSC can time waits and holds: the kernel's clock is the
@@ -316,7 +330,8 @@ fn table() -> &'static Table {
         // SAFETY (the three): all-zero bytes are a free row, an unused
         // entry of the claim list and an unknown site (atomic integers);
         // a row's alignment is a cache line's.
-        rows: unsafe { zeroed_static(CAPACITY) },
+        rows: <&[Row; CAPACITY]>::try_from(&*unsafe { zeroed_static::<Row>(CAPACITY) })
+            .expect("CAPACITY rows"),
         claimed: unsafe { zeroed_static(CAPACITY) },
         n_claimed: AtomicUsize::new(0),
         sites: unsafe { zeroed_static(CAPACITY) },
@@ -330,14 +345,35 @@ fn table() -> &'static Table {
     })
 }
 
-/// The row of the lock at `addr`, claimed on first use; `None` when
-/// the table is full.
-#[inline]
+/// The row of the lock at `addr`, claimed on first use; `None` when the
+/// rows near its home are all taken (see [`row_probe`]). Inlined into every profiled call: the lock's home
+/// row is the one it finds there in all but a program whose locks'
+/// addresses collide ([`row_probe`] then walks on).
+#[inline(always)]
 fn row(addr: usize, kind: Kind) -> Option<&'static Row> {
     let t = table();
-    // Fibonacci hashing of the address (locks are at least 4-aligned).
-    let mut i = ((addr >> 2) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize % CAPACITY;
-    for _ in 0..CAPACITY {
+    let i = home(addr);
+    let r = &t.rows[i];
+    if r.addr.load(Relaxed) == addr {
+        return Some(r);
+    }
+    row_probe(t, i, addr, kind)
+}
+
+/// The home row of the lock at `addr`: Fibonacci hashing of the address
+/// (locks are at least 4-aligned), masked to the table.
+#[inline(always)]
+fn home(addr: usize) -> usize {
+    ((addr >> 2) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize % CAPACITY
+}
+
+/// [`row`] when the home row `i` is another lock's or free: linear
+/// probing from it, over at most [`MAX_PROBE`] rows, claiming the first
+/// free one. `None`: the lock is not tracked (every row there is taken).
+#[cold]
+#[inline(never)]
+fn row_probe(t: &'static Table, mut i: usize, addr: usize, kind: Kind) -> Option<&'static Row> {
+    for _ in 0..MAX_PROBE {
         let r = &t.rows[i];
         let a = r.addr.load(Relaxed);
         if a == addr {
@@ -350,16 +386,19 @@ fn row(addr: usize, kind: Kind) -> Option<&'static Row> {
         }
         i = (i + 1) % CAPACITY;
     }
-    t.untracked.fetch_add(1, Relaxed);
     None
+}
+
+/// Count an acquisition of a lock that has no row.
+#[cold]
+fn untracked() {
+    table().untracked.fetch_add(1, Relaxed);
 }
 
 /// Claim the free row `i` for the lock at `addr`, or find that another
 /// thread just claimed it for the same lock: `None` if it went to another
-/// lock. Out of line: once per lock, and [`row`]'s probe, inlined into
-/// every profiled acquisition and release, stays short.
+/// lock. Once per lock.
 #[cold]
-#[inline(never)]
 fn claim(t: &'static Table, i: usize, addr: usize, kind: Kind) -> Option<&'static Row> {
     let r = &t.rows[i];
     match r.addr.compare_exchange(0, addr, Relaxed, Relaxed) {
@@ -493,8 +532,17 @@ impl SiteCell {
 }
 
 /// Take an exclusive lock with the profile on: `try_lock` first (an
-/// uncontended acquisition), else time `lock`. Returns `lock`'s result
-/// (`true` when the lock was taken).
+/// uncontended acquisition, counted inline), else time `lock` (out of
+/// line). Returns `lock`'s result (`true` when the lock was taken).
+///
+/// The uncontended path is what a lock-only loop pays the profile on
+/// every call, so it is kept to the home row's probe, the count and the
+/// owner check, inlined here with the trylock; owner changes and timed
+/// holds go out of line. (With the trylock and the count each a call of
+/// their own, the profile added about 8 ns to an uncontended mutex pair
+/// of 7.5 ns on a 2-vCPU AMD EPYC guest.) Itself out of line: inlined
+/// into the pthread functions, the profile's code cost their unprofiled
+/// path.
 #[inline(never)]
 pub fn lock_exclusive(
     addr: usize,
@@ -502,7 +550,27 @@ pub fn lock_exclusive(
     try_lock: impl FnOnce() -> bool,
     lock: impl FnOnce() -> bool,
 ) -> bool {
-    lock_counted(addr, kind, true, try_lock, lock)
+    if try_lock() {
+        acquired_exclusive(addr, kind);
+        return true;
+    }
+    lock_exclusive_waiting(addr, kind, lock)
+}
+
+/// [`lock_exclusive`] when the trylock failed: the wait, timed.
+#[cold]
+#[inline(never)]
+fn lock_exclusive_waiting(addr: usize, kind: Kind, lock: impl FnOnce() -> bool) -> bool {
+    let t = now();
+    let got = lock();
+    if got {
+        let end = now();
+        match row(addr, kind) {
+            Some(r) => exclusive_counted(r, Some((end.saturating_sub(t), end))),
+            None => untracked(),
+        }
+    }
+    got
 }
 
 /// As [`lock_exclusive`], for a read lock.
@@ -512,80 +580,110 @@ pub fn lock_shared(
     try_lock: impl FnOnce() -> bool,
     lock: impl FnOnce() -> bool,
 ) -> bool {
-    lock_counted(addr, Kind::RwLock, false, try_lock, lock)
-}
-
-/// [`lock_exclusive`] and [`lock_shared`]: `exclusive` says which.
-#[inline(always)]
-fn lock_counted(
-    addr: usize,
-    kind: Kind,
-    exclusive: bool,
-    try_lock: impl FnOnce() -> bool,
-    lock: impl FnOnce() -> bool,
-) -> bool {
     if try_lock() {
-        count(addr, kind, None, exclusive);
+        count_shared(addr, None);
         return true;
     }
+    lock_shared_waiting(addr, lock)
+}
+
+/// [`lock_shared`] when the trylock failed: the wait, timed.
+#[cold]
+#[inline(never)]
+fn lock_shared_waiting(addr: usize, lock: impl FnOnce() -> bool) -> bool {
     let t = now();
     let got = lock();
     if got {
         let end = now();
-        count(addr, kind, Some((end.saturating_sub(t), end)), exclusive);
+        count_shared(addr, Some(end.saturating_sub(t)));
     }
     got
 }
 
 /// Count an acquisition that did not wait (a trylock that succeeded).
+#[inline(never)]
 pub fn acquired(addr: usize, kind: Kind, exclusive: bool) {
-    count(addr, kind, None, exclusive);
+    if exclusive {
+        acquired_exclusive(addr, kind);
+    } else {
+        count_shared(addr, None);
+    }
 }
 
-/// Count an acquisition that already happened. `wait`: `None` if it was
-/// not contended, else how long it waited and when it got the lock (clock
-/// units; the second is the start of its hold, if that is timed).
-fn count(addr: usize, kind: Kind, wait: Option<(u64, u64)>, exclusive: bool) {
-    let Some(r) = row(addr, kind) else { return };
+/// Count an exclusive acquisition that did not wait: one more
+/// acquisition, and out of line, an owner change or the start of a timed
+/// hold.
+#[inline(always)]
+fn acquired_exclusive(addr: usize, kind: Kind) {
+    let Some(r) = row(addr, kind) else {
+        return untracked();
+    };
+    // We hold the lock alone: plain updates (see `Row`).
+    let n = r.locked.load(Relaxed).wrapping_add(1);
+    r.locked.store(n, Relaxed);
+    if r.last.load(Relaxed) != crate::me() || timed_hold(n) {
+        exclusive_rest(r, n, None);
+    }
+}
+
+/// Count an exclusive acquisition; `wait`: as for [`exclusive_rest`].
+fn exclusive_counted(r: &Row, wait: Option<(u64, u64)>) {
+    let n = r.locked.load(Relaxed).wrapping_add(1);
+    r.locked.store(n, Relaxed);
+    exclusive_rest(r, n, wait);
+}
+
+/// The rest of counting an exclusive acquisition, the `n`-th of its lock,
+/// after its count: the wait, the owner change and the start of a timed
+/// hold. `wait`: `None` if it was not contended, else how long it waited
+/// and when it got the lock (clock units; the second is the start of its
+/// hold, if that is timed).
+#[cold]
+#[inline(never)]
+fn exclusive_rest(r: &Row, n: u64, wait: Option<(u64, u64)>) {
+    // We hold the lock alone: plain updates (see `Row`).
+    let add = |c: &AtomicU64, v: u64| c.store(c.load(Relaxed).wrapping_add(v), Relaxed);
     let me = crate::me();
-    if exclusive {
-        // We hold the lock alone: plain updates (see `Row`).
-        let add = |c: &AtomicU64, v: u64| c.store(c.load(Relaxed).wrapping_add(v), Relaxed);
-        let n = r.locked.load(Relaxed).wrapping_add(1);
-        r.locked.store(n, Relaxed);
-        let moved = r.last.load(Relaxed) != me;
-        if let Some((w, _)) = wait {
-            add(&r.contended, 1);
-            add(&r.wait_total, w);
-            if w > r.wait_max.load(Relaxed) {
-                r.wait_max.store(w, Relaxed);
-            }
-            let min = r.wait_min.load(Relaxed);
-            if min == 0 || w < min {
-                r.wait_min.store(w.max(1), Relaxed);
-            }
-            if moved {
-                add(&r.con_bounces, 1);
-            }
+    let moved = r.last.load(Relaxed) != me;
+    if let Some((w, _)) = wait {
+        add(&r.contended, 1);
+        add(&r.wait_total, w);
+        if w > r.wait_max.load(Relaxed) {
+            r.wait_max.store(w, Relaxed);
+        }
+        let min = r.wait_min.load(Relaxed);
+        if min == 0 || w < min {
+            r.wait_min.store(w.max(1), Relaxed);
         }
         if moved {
-            r.last.store(me, Relaxed);
-            add(&r.changed, 1);
+            add(&r.con_bounces, 1);
         }
-        if timed_hold(n) {
-            // A contended acquisition's hold starts when its wait ended.
-            let start = wait.map_or_else(now, |(_, end)| end);
-            // 0 means "not timed" to the release.
-            r.hold_start.store(start.max(1), Relaxed);
-        }
-        return;
     }
+    if moved {
+        r.last.store(me, Relaxed);
+        add(&r.changed, 1);
+    }
+    if timed_hold(n) {
+        // A contended acquisition's hold starts when its wait ended.
+        let start = wait.map_or_else(now, |(_, end)| end);
+        // 0 means "not timed" to the release.
+        r.hold_start.store(start.max(1), Relaxed);
+    }
+}
+
+/// Count a shared acquisition (readers share the row: RMWs). `wait`:
+/// `None` if it was not contended, else how long it waited.
+fn count_shared(addr: usize, wait: Option<u64>) {
+    let Some(r) = row(addr, Kind::RwLock) else {
+        return untracked();
+    };
+    let me = crate::me();
     r.locked.fetch_add(1, Relaxed);
     let moved = r.last.load(Relaxed) != me && r.last.swap(me, Relaxed) != me;
     if moved {
         r.changed.fetch_add(1, Relaxed);
     }
-    if let Some((w, _)) = wait {
+    if let Some(w) = wait {
         r.contended.fetch_add(1, Relaxed);
         r.wait_total.fetch_add(w, Relaxed);
         r.wait_max.fetch_max(w, Relaxed);
@@ -648,13 +746,22 @@ pub(crate) fn after_fork_in_child() {
     t.untracked.store(0, Relaxed);
 }
 
-/// An exclusive holder is about to release the lock at `addr`.
+/// An exclusive holder is about to release the lock at `addr`: the home
+/// row's probe and a look at its hold's start; the hold's time, when it
+/// is timed, out of line.
+#[inline(never)]
 pub fn releasing_exclusive(addr: usize, kind: Kind) {
     let Some(r) = row(addr, kind) else { return };
     let start = r.hold_start.load(Relaxed);
-    if start == 0 {
-        return;
+    if start != 0 {
+        hold_ended(r, start);
     }
+}
+
+/// A timed hold that began at `start` (clock units) ends.
+#[cold]
+#[inline(never)]
+fn hold_ended(r: &Row, start: u64) {
     // We still hold the lock alone: plain updates (see `Row`).
     let h = now().saturating_sub(start);
     r.hold_start.store(0, Relaxed);

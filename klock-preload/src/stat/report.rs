@@ -283,7 +283,7 @@ fn report_at(signal: Option<libc::c_int>) {
     if untracked > 0 {
         let _ = writeln!(
             out,
-            "klock: {untracked} acquisitions not tracked (more than {CAPACITY} locks)"
+            "klock: {untracked} acquisitions not tracked (the profile's table holds {CAPACITY} locks and was full where theirs would go)"
         );
     }
     forwarded_line(out, fwd);

@@ -11,7 +11,9 @@
  *          SIGTERM's default action again, and raise it;
  *   hup    after the workers, raise SIGHUP (the test runs it ignored);
  *   own    install a SIGTERM handler of its own, then raise SIGTERM: the
- *          handler only notes it, and the program ends normally. */
+ *          handler only notes it, and the program ends normally;
+ *   many   instead of the workers, lock MANY_LOCKS mutexes (more than the
+ *          profile's table holds) MANY_TIMES each. */
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -22,6 +24,8 @@
 #include <unistd.h>
 
 #define FORK_LOCKS 5
+#define MANY_LOCKS 20000
+#define MANY_TIMES 3
 extern char **environ;
 
 #define THREADS 8
@@ -94,6 +98,19 @@ int main(int argc, char **argv) {
     const char *mode = argc > 2 ? argv[2] : "";
     if (strcmp(mode, "none") == 0)
         return 0;
+    if (strcmp(mode, "many") == 0) {
+        /* All-zero bytes are PTHREAD_MUTEX_INITIALIZER. */
+        pthread_mutex_t *ms = calloc(MANY_LOCKS, sizeof *ms);
+        if (!ms)
+            return 2;
+        for (int k = 0; k < MANY_TIMES; k++)
+            for (int i = 0; i < MANY_LOCKS; i++) {
+                pthread_mutex_lock(&ms[i]);
+                pthread_mutex_unlock(&ms[i]);
+            }
+        printf("ok\n");
+        return 0;
+    }
     if (strcmp(mode, "own") == 0)
         signal(SIGTERM, note_term);
     pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE);
