@@ -3,7 +3,7 @@
 //! runs them with a freshly built `libklock_preload.so` in `LD_PRELOAD`:
 //! they check that every replaced symbol binds to the library and that
 //! the locks behave (the second: forwarded objects and fork), and print
-//! `ok`.
+//! `ok`; and once more each with the lock profile on.
 
 // The library is built for x86-64 glibc only (see src/lib.rs).
 #![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
@@ -122,4 +122,23 @@ fn probe_fails_without_the_preload() {
     let (ok, log) = run(&prog, None, Duration::from_secs(60));
     assert!(!ok, "the probe passed without LD_PRELOAD: {log}");
     assert!(log.contains("not loaded"), "{log}");
+}
+
+#[test]
+fn c_programs_keep_posix_behaviour_with_the_profile_on() {
+    // With the profile on every lock function takes the profile's path
+    // (a trylock first, then the lock timed, and the counts): the same
+    // checks must pass there, with every hold timed.
+    let so = library();
+    for name in ["preload_test", "fork_test"] {
+        let prog = compile(name, "profiled");
+        let (ok, log) = run_with(
+            &prog,
+            Some(&so),
+            &[("KLOCK_STAT", "1"), ("KLOCK_STAT_HOLDS", "1")],
+            Duration::from_secs(120),
+        );
+        assert!(ok, "{name} with the profile on failed (or hung): {log}");
+        assert!(log.contains("klock: lock profile of"), "{log}");
+    }
 }
