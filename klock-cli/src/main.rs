@@ -53,6 +53,10 @@ struct RunArgs {
     /// wait; one exclusive hold in 8 is timed (KLOCK_STAT_HOLDS=N: one in N, 1 for all).
     #[arg(long)]
     stat: bool,
+    /// Write the lock profile to FILE instead of stderr (implies --stat; KLOCK_STAT_FILE): each
+    /// process appends its own, and `%p` in FILE is its pid (one file per process).
+    #[arg(long, value_name = "FILE")]
+    stat_file: Option<std::path::PathBuf>,
     /// Run the program N times with glibc's locks and N times with klock's, alternating, and
     /// print their wall and CPU times side by side.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1000))]
@@ -214,7 +218,8 @@ fn torture_main(a: TortureArgs) -> ExitCode {
 fn run_main(a: RunArgs) -> ExitCode {
     let opts = run::Options {
         preload: a.preload,
-        stat: a.stat,
+        stat: a.stat || a.stat_file.is_some(),
+        stat_file: a.stat_file,
         compare: a.compare.map(|n| n as usize),
         lock_map: a.lock_map,
         command: a.command,

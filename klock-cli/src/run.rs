@@ -3,7 +3,8 @@
 //!
 //! The command finds the library and starts the program with it; the
 //! library itself replaces the program's pthread lock calls and, with
-//! `--stat` (`KLOCK_STAT=1`), prints the lock profile at exit (see
+//! `--stat` (`KLOCK_STAT=1`), prints the lock profile at exit, to stderr
+//! or with `--stat-file FILE` (`KLOCK_STAT_FILE`) into a file (see
 //! `docs/preload.md`). `--compare N` runs the program N times with
 //! glibc's locks and N times with klock's, alternating, and prints both
 //! side by side. `--lock-map SPEC` (`KLOCK_LOCK_MAP`) leaves some lock
@@ -28,6 +29,9 @@ pub struct Options {
     pub preload: Option<PathBuf>,
     /// `--stat`: the lock profile at exit (`KLOCK_STAT=1`).
     pub stat: bool,
+    /// `--stat-file FILE`: the profile into FILE, not stderr
+    /// (`KLOCK_STAT_FILE`; `%p` is the pid).
+    pub stat_file: Option<PathBuf>,
     /// `--compare N`: N rounds of glibc against klock.
     pub compare: Option<usize>,
     /// `--lock-map SPEC`: the families left to glibc (`KLOCK_LOCK_MAP`).
@@ -270,6 +274,9 @@ fn command(opts: &Options, lib: Option<&Path>) -> Result<Command, RunError> {
             // first process says when it took no lock), even when this
             // command runs inside another profiled program.
             c.env("KLOCK_STAT", "1").env_remove("KLOCK_STAT_PID");
+            if let Some(file) = &opts.stat_file {
+                c.env("KLOCK_STAT_FILE", file);
+            }
         }
         if let Some(map) = &opts.lock_map {
             c.env("KLOCK_LOCK_MAP", map);

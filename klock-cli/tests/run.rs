@@ -99,6 +99,35 @@ fn runs_a_c_program_on_klock_with_the_profile_and_compares() {
     assert!(err.contains("klock: lock profile of"), "{err}");
     assert!(err.contains("hot_worker_lock+"), "{err}");
 
+    // `--stat-file`: the profile into the file (`%p` the pid), not stderr.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("klock_run_stat_file");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a directory for the profile");
+    let file = dir.join("profile.%p");
+    let o = klock_run(
+        &[
+            "--preload",
+            so,
+            "--stat-file",
+            file.to_str().unwrap(),
+            "--",
+            prog,
+            "2000",
+        ],
+        &[],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!err.contains("klock: lock profile of"), "{err}");
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the profile's directory")
+        .map(|e| e.expect("an entry").path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).expect("the profile");
+    assert!(text.contains("klock: lock profile of"), "{text}");
+    assert!(text.contains("hot_worker_lock+"), "{text}");
+
     // `--stat` starts a new profile even inside a profiled process (here,
     // one whose pid the environment already names): a program that takes
     // no lock says so.

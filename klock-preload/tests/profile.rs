@@ -52,6 +52,7 @@ fn run_mode(prog: &Path, so: &Path, iterations: u64, mode: &str, env: &[(&str, &
         "KLOCK_STAT_HOLDS",
         "KLOCK_STAT_TOP",
         "KLOCK_STAT_PID",
+        "KLOCK_STAT_FILE",
     ] {
         c.env_remove(var);
     }
@@ -184,6 +185,12 @@ fn a_bad_profile_setting_is_an_error() {
         ("KLOCK_STAT_HOLDS", "2048", "power of two"),
         ("KLOCK_STAT_HOLDS", "x", "power of two"),
         ("KLOCK_STAT_TOP", "0", "number of rows"),
+        (
+            "KLOCK_STAT_FILE",
+            "/no/such/dir/p",
+            "cannot write a file in /no/such/dir",
+        ),
+        ("KLOCK_STAT_FILE", "/tmp/", "not a directory's"),
     ] {
         let o = run_env(&prog, &so, 10, &[("KLOCK_STAT", "1"), (var, value)]);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -376,4 +383,77 @@ fn locks_beyond_the_table_are_counted_as_not_tracked() {
         assert_eq!(r[2], MANY_TIMES.to_string(), "{err}");
     }
     assert_eq!(timed_holds(&err), used * MANY_TIMES, "{err}");
+}
+
+#[test]
+fn the_profile_goes_to_the_file_asked_for_one_per_process() {
+    let so = common::build_preload();
+    let prog = compile();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("klock_profile_files");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a directory for the profiles");
+    // Relative: resolved against the directory the program started in.
+    let mut c = Command::new(&prog);
+    c.args([ITERATIONS.to_string().as_str(), "fork"])
+        .current_dir(&dir)
+        .env("LD_PRELOAD", &so)
+        .env("KLOCK_STAT", "1")
+        .env("KLOCK_STAT_FILE", "profile.%p.txt")
+        .env_remove("KLOCK_STAT_PID");
+    let o = c.output().expect("run the profile test");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    assert!(
+        !err.contains("lock profile"),
+        "the profile went to stderr: {err}"
+    );
+    // The parent and the child that locked write a file each, named by
+    // their pids; the child that took no lock writes none.
+    let mut texts: Vec<String> = std::fs::read_dir(&dir)
+        .expect("the profiles' directory")
+        .map(|e| {
+            let path = e.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("a profile");
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let pid = name
+                .strip_prefix("profile.")
+                .and_then(|n| n.strip_suffix(".txt"))
+                .unwrap_or_else(|| panic!("a file named {name}"));
+            assert!(text.contains(&format!("(pid {pid})")), "{name}: {text}");
+            text
+        })
+        .collect();
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    texts.sort_by_key(|t| t.len());
+    let child = profiles(&texts[0]);
+    let parent = profiles(&texts[1]);
+    let all = (THREADS * ITERATIONS).to_string();
+    assert_eq!(hot_locked(&parent[0]), Some(all.as_str()), "{}", texts[1]);
+    assert!(texts[1].contains("lock_stat version"), "{}", texts[1]);
+    assert_eq!(child[0].1.len(), 1, "{}", texts[0]);
+    assert_eq!(child[0].1[0][2], "5", "{}", texts[0]);
+
+    // A file that cannot be opened at exit (a directory of that name):
+    // the profile comes on stderr, after a line that says why.
+    let blocked = dir.join("blocked");
+    std::fs::create_dir_all(&blocked).expect("a directory in the way");
+    let o = run_env(
+        &prog,
+        &so,
+        ITERATIONS,
+        &[
+            ("KLOCK_STAT", "1"),
+            ("KLOCK_STAT_FILE", blocked.to_str().unwrap()),
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    assert!(
+        err.contains(&format!(
+            "klock: cannot open the profile file {} (KLOCK_STAT_FILE): the profile follows here",
+            blocked.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(hot_locked(&profiles(&err)[0]), Some(all.as_str()), "{err}");
 }

@@ -167,8 +167,8 @@ pub fn on() -> bool {
     ON.load(Relaxed)
 }
 
-/// Read `KLOCK_STAT`, `KLOCK_STAT_HOLDS` and `KLOCK_STAT_TOP` once, at
-/// load (from the library's constructor). A value that does not parse
+/// Read `KLOCK_STAT`, `KLOCK_STAT_HOLDS`, `KLOCK_STAT_TOP` and
+/// `KLOCK_STAT_FILE` once, at load (from the library's constructor). A value that does not parse
 /// ends the program with a message and status 2 before `main`, as a bad
 /// `KLOCK_LOCK_MAP` does: a profile other than the one asked for would
 /// mislead.
@@ -196,6 +196,18 @@ pub(crate) fn init_from_env() {
             unsafe { libc::_exit(2) }
         }
     }
+    if let Some(v) = std::env::var_os(STAT_FILE_VAR).filter(|v| !v.is_empty()) {
+        match stat_file(&v) {
+            Ok(path) => {
+                let _ = STAT_FILE.set(path);
+            }
+            Err(e) => {
+                eprintln!("klock: {STAT_FILE_VAR}={}: {e}", v.to_string_lossy());
+                // SAFETY: as above.
+                unsafe { libc::_exit(2) }
+            }
+        }
+    }
     TSC.store(tsc_usable(), Relaxed);
     let me = std::process::id();
     let first = std::env::var(FIRST_PID_VAR)
@@ -221,6 +233,35 @@ fn env_setting<T>(name: &str, parse: fn(&str) -> Result<T, String>) -> Result<Op
             .map(Some)
             .map_err(|e| format!("{name}={}: {e}", v.to_string_lossy())),
     }
+}
+
+/// The variable that sends the profile to a file instead of stderr.
+const STAT_FILE_VAR: &str = "KLOCK_STAT_FILE";
+/// `KLOCK_STAT_FILE`, checked at load: an absolute path, in which the
+/// report replaces each `%p` with the process's pid. Unset: stderr.
+static STAT_FILE: OnceLock<Box<[u8]>> = OnceLock::new();
+
+/// `KLOCK_STAT_FILE`: a path, made absolute now (a daemon that changes
+/// its directory to `/` still writes where it was asked to), whose
+/// directory must exist and be writable: found out at load, not at exit,
+/// where a profile would be lost.
+fn stat_file(v: &std::ffi::OsStr) -> Result<Box<[u8]>, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let given = std::path::Path::new(v);
+    let path = if given.is_absolute() {
+        given.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| format!("cannot find the working directory to resolve it: {e}"))?
+            .join(given)
+    };
+    if path.as_os_str().as_bytes().ends_with(b"/") {
+        return Err("want a file's path, not a directory's".into());
+    }
+    let dir = path.parent().unwrap_or(std::path::Path::new("/"));
+    rustix::fs::access(dir, rustix::fs::Access::WRITE_OK)
+        .map_err(|e| format!("cannot write a file in {}: {e}", dir.display()))?;
+    Ok(path.as_os_str().as_bytes().into())
 }
 
 /// `KLOCK_STAT_HOLDS`: time one exclusive hold in N, N a power of two

@@ -17,7 +17,8 @@
 //! async-signal-safe steps only, at exit as at a signal: the rows are
 //! copied into memory set aside at load and sorted in place; the text is
 //! formatted with `core::fmt` into a fixed buffer and written to fd 2
-//! with `write`; where a lock was first taken was looked up (`dladdr`)
+//! (or to the file `KLOCK_STAT_FILE` names, opened with `open`) with
+//! `write`; where a lock was first taken was looked up (`dladdr`)
 //! when its row was claimed. The kernel's lock_stat layout, which is built
 //! as a string, follows only at a normal exit.
 
@@ -48,21 +49,67 @@ pub(super) struct Line {
     hold_max: f64,
 }
 
-/// Text on its way to stderr: a fixed buffer, written out with `write`
-/// when full and at the end. No allocation, no lock.
+/// Text on its way to stderr, or to the profile file
+/// (`KLOCK_STAT_FILE`): a fixed buffer, written out with `write` when full
+/// and at the end. No allocation, no lock.
 struct Out {
     buf: [u8; 4096],
     len: usize,
+    /// Where it goes: fd 2, or the profile file opened by [`Out::begin`].
+    fd: libc::c_int,
 }
 
 impl Out {
+    /// Start a report of process `pid`: open the profile file, if one was
+    /// asked for, or write to stderr, saying so first if the file cannot
+    /// be opened. Called only once something is to be written, so that a
+    /// process that reports nothing makes no file.
+    fn begin(&mut self, pid: u32) {
+        self.fd = 2;
+        let Some(template) = super::STAT_FILE.get() else {
+            return;
+        };
+        let mut path = PathBuf::default();
+        let made = path.expand(template, pid);
+        let opened = made.and_then(|p| {
+            rustix::fs::open(
+                p,
+                rustix::fs::OFlags::WRONLY
+                    | rustix::fs::OFlags::CREATE
+                    | rustix::fs::OFlags::APPEND
+                    | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::from_raw_mode(0o644),
+            )
+            .ok()
+        });
+        match opened {
+            Some(fd) => self.fd = rustix::fd::IntoRawFd::into_raw_fd(fd),
+            None => {
+                self.bytes(b"\nklock: cannot open the profile file ");
+                self.bytes(path.shown());
+                self.bytes(b" (KLOCK_STAT_FILE): the profile follows here\n");
+            }
+        }
+    }
+
+    /// Write out the rest and close the profile file, if it was opened.
+    fn end(&mut self) {
+        self.flush();
+        if self.fd != 2 {
+            // SAFETY: the file `begin` opened, ours alone.
+            drop(unsafe { <rustix::fd::OwnedFd as rustix::fd::FromRawFd>::from_raw_fd(self.fd) });
+            self.fd = 2;
+        }
+    }
+
     fn flush(&mut self) {
         let mut rest = &self.buf[..self.len];
         // SAFETY: fd 2 stays open for the call (a program that closed it
-        // gets EBADF, and the report is lost, as eprintln's would be).
-        let err = unsafe { rustix::fd::BorrowedFd::borrow_raw(2) };
+        // gets EBADF, and the report is lost, as eprintln's would be), and
+        // the profile file stays open until `end`.
+        let fd = unsafe { rustix::fd::BorrowedFd::borrow_raw(self.fd) };
         while !rest.is_empty() {
-            match rustix::io::write(err, rest) {
+            match rustix::io::write(fd, rest) {
                 Ok(0) => break,
                 Ok(n) => rest = &rest[n..],
                 Err(rustix::io::Errno::INTR) => {}
@@ -92,6 +139,63 @@ impl core::fmt::Write for Out {
     }
 }
 
+/// The profile file's path for one process, built without allocating:
+/// the template of `KLOCK_STAT_FILE` with each `%p` replaced by the pid.
+struct PathBuf {
+    buf: [u8; 4352],
+    len: usize,
+}
+
+impl Default for PathBuf {
+    fn default() -> Self {
+        Self {
+            buf: [0; 4352],
+            len: 0,
+        }
+    }
+}
+
+impl PathBuf {
+    /// Build the path of process `pid` from `template` (checked at load:
+    /// absolute, no NUL byte); `None` if it does not fit.
+    fn expand(&mut self, template: &[u8], pid: u32) -> Option<&core::ffi::CStr> {
+        let mut digits = [0u8; 10];
+        let mut n = digits.len();
+        let mut v = pid;
+        loop {
+            n -= 1;
+            digits[n] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        let mut i = 0;
+        while i < template.len() {
+            let piece = if template[i..].starts_with(b"%p") {
+                i += 2;
+                &digits[n..]
+            } else {
+                i += 1;
+                &template[i - 1..i]
+            };
+            // Room for the NUL.
+            if self.len + piece.len() >= self.buf.len() {
+                return None;
+            }
+            self.buf[self.len..self.len + piece.len()].copy_from_slice(piece);
+            self.len += piece.len();
+        }
+        self.buf[self.len] = 0;
+        core::ffi::CStr::from_bytes_with_nul(&self.buf[..=self.len]).ok()
+    }
+
+    /// The path built so far, for a message.
+    fn shown(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
 /// The memory a report works in, set aside at load: one report runs at
 /// a time (see [`REPORTING`]).
 pub(super) struct Scratch {
@@ -112,6 +216,7 @@ impl Scratch {
             out: UnsafeCell::new(Out {
                 buf: [0; 4096],
                 len: 0,
+                fd: 2,
             }),
         }
     }
@@ -216,14 +321,16 @@ fn report_at(signal: Option<libc::c_int>) {
     // buried the profile that mattered.
     if lines.is_empty() {
         if pid == FIRST_PID.load(Relaxed) || fwd > 0 {
+            out.begin(pid);
             out.bytes(b"\nklock: lock profile of ");
             out.bytes(&t.prog);
             let _ = writeln!(out, " (pid {pid}{ended}{by}): no lock used");
             forwarded_line(out, fwd);
+            out.end();
         }
-        out.flush();
         return;
     }
+    out.begin(pid);
     let contended = lines.iter().filter(|l| l.contended > 0).count();
     let timed: u64 = lines.iter().map(|l| l.holds).sum();
     out.bytes(b"\nklock: lock profile of ");
@@ -287,7 +394,7 @@ fn report_at(signal: Option<libc::c_int>) {
         );
     }
     forwarded_line(out, fwd);
-    out.flush();
+    out.end();
 }
 
 fn forwarded_line(out: &mut Out, fwd: u64) {
