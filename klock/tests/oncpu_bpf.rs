@@ -222,43 +222,53 @@ fn a_thread_preempted_by_a_pinned_hog_reads_as_off_cpu() {
         })
     };
     assert!(running(), "the busy victim never read as on CPU");
-    let hogging = Arc::new(AtomicBool::new(false));
-    let hg = hogging.clone();
-    let hog = std::thread::spawn(move || {
-        klock::rt::pin_to_cpu(0).unwrap();
-        klock::rt::set_fifo(10).unwrap();
-        hg.store(true, Ordering::Release);
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_millis(100) {
-            std::hint::spin_loop();
+    // The watcher looks 10 ms into the hog's 100 ms. On a loaded machine
+    // the watcher itself may be kept off CPU 1 past the hog's end (a CI
+    // run with other work on the machine missed it): a hog it did not
+    // catch is tried again, up to five times.
+    let mut caught = None;
+    for _ in 0..5 {
+        let started = Arc::new(AtomicBool::new(false));
+        let over = Arc::new(AtomicBool::new(false));
+        let (st, ov) = (started.clone(), over.clone());
+        let hog = std::thread::spawn(move || {
+            klock::rt::pin_to_cpu(0).unwrap();
+            klock::rt::set_fifo(10).unwrap();
+            st.store(true, Ordering::Release);
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_millis(100) {
+                std::hint::spin_loop();
+            }
+            ov.store(true, Ordering::Release);
+            let _ = klock::rt::set_normal();
+        });
+        // Not from the test thread: unpinned, it may be on CPU 0 when the
+        // hog starts and then wait behind it (when it watched, 1 run in
+        // 300 found the hog already over).
+        let (during, still_hogging) = on_cpu(1, move || {
+            assert!(
+                wait_until(Duration::from_secs(2), || started.load(Ordering::Acquire)),
+                "the hog never started"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+            let during = oncpu_bpf::cpu_state(t);
+            (during, !over.load(Ordering::Acquire))
+        });
+        hog.join().unwrap();
+        if still_hogging {
+            caught = Some(during);
+            break;
         }
-        hg.store(false, Ordering::Release);
-        let _ = klock::rt::set_normal();
-    });
-    // Not from the test thread: unpinned, it may be on CPU 0 when the hog
-    // starts and then wait behind it (when it watched, 1 run in 300 found
-    // the hog already over).
-    let hg = hogging.clone();
-    let (during, still_hogging) = on_cpu(1, move || {
-        assert!(wait_until(Duration::from_secs(2), || hg.load(Ordering::Acquire)));
-        std::thread::sleep(Duration::from_millis(10));
-        (oncpu_bpf::cpu_state(t), hg.load(Ordering::Acquire))
-    });
-    hog.join().unwrap();
-    if still_hogging {
-        assert!(
-            matches!(during, CpuState::Off(_)),
-            "victim preempted by a FIFO hog on its CPU reads {during:?}"
-        );
     }
+    let during = caught.expect("each of 5 100 ms hogs ended before the check (machine too slow?)");
+    assert!(
+        matches!(during, CpuState::Off(_)),
+        "victim preempted by a FIFO hog on its CPU reads {during:?}"
+    );
     // And on CPU again once the hog is gone.
     assert!(running(), "the victim never read as on CPU after the hog");
     stop.store(true, Ordering::Relaxed);
     victim.join().unwrap();
-    assert!(
-        still_hogging,
-        "the 100 ms hog ended before the check (machine too slow?)"
-    );
 }
 
 #[test]
