@@ -69,7 +69,7 @@ impl Out {
         let Some(template) = super::STAT_FILE.get() else {
             return;
         };
-        let mut path = PathBuf::default();
+        let mut path = FilePath::new();
         let made = path.expand(template, pid);
         let opened = made.and_then(|p| {
             rustix::fs::open(
@@ -141,58 +141,56 @@ impl core::fmt::Write for Out {
 
 /// The profile file's path for one process, built without allocating:
 /// the template of `KLOCK_STAT_FILE` with each `%p` replaced by the pid.
-struct PathBuf {
+struct FilePath {
     buf: [u8; 4352],
     len: usize,
 }
 
-impl Default for PathBuf {
-    fn default() -> Self {
+impl FilePath {
+    fn new() -> Self {
         Self {
             buf: [0; 4352],
             len: 0,
         }
     }
-}
 
-impl PathBuf {
     /// Build the path of process `pid` from `template` (checked at load:
     /// absolute, no NUL byte); `None` if it does not fit.
     fn expand(&mut self, template: &[u8], pid: u32) -> Option<&core::ffi::CStr> {
-        let mut digits = [0u8; 10];
-        let mut n = digits.len();
-        let mut v = pid;
-        loop {
-            n -= 1;
-            digits[n] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        let mut i = 0;
-        while i < template.len() {
-            let piece = if template[i..].starts_with(b"%p") {
-                i += 2;
-                &digits[n..]
+        let mut rest = template;
+        while let Some(&c) = rest.first() {
+            if let Some(tail) = rest.strip_prefix(b"%p") {
+                write!(self, "{pid}").ok()?;
+                rest = tail;
             } else {
-                i += 1;
-                &template[i - 1..i]
-            };
-            // Room for the NUL.
-            if self.len + piece.len() >= self.buf.len() {
-                return None;
+                self.push(&[c])?;
+                rest = &rest[1..];
             }
-            self.buf[self.len..self.len + piece.len()].copy_from_slice(piece);
-            self.len += piece.len();
         }
         self.buf[self.len] = 0;
         core::ffi::CStr::from_bytes_with_nul(&self.buf[..=self.len]).ok()
     }
 
+    /// Append `b`, keeping room for the NUL; `None` if it does not fit.
+    fn push(&mut self, b: &[u8]) -> Option<()> {
+        let end = self.len + b.len();
+        if end >= self.buf.len() {
+            return None;
+        }
+        self.buf[self.len..end].copy_from_slice(b);
+        self.len = end;
+        Some(())
+    }
+
     /// The path built so far, for a message.
     fn shown(&self) -> &[u8] {
         &self.buf[..self.len]
+    }
+}
+
+impl core::fmt::Write for FilePath {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        self.push(s.as_bytes()).ok_or(core::fmt::Error)
     }
 }
 
