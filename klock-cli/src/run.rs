@@ -333,6 +333,9 @@ pub fn run(opts: &Options) -> Result<u8, RunError> {
 
 /// The child that [`ForwardSignals`] passes signals to (0: none).
 static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// The last signal [`ForwardSignals`] caught, from the terminal or from
+/// another process (0: none): `--compare` stops after the run it ended.
+static CAUGHT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 /// While `klock run` waits for its program: `SIGINT`, `SIGTERM`, `SIGHUP`
 /// and `SIGQUIT` sent to `klock run` by another process are passed on to
@@ -390,6 +393,7 @@ impl Drop for ForwardSignals {
 extern "C" fn forward_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
     let code = unsafe { (*info).si_code };
+    CAUGHT.store(sig, std::sync::atomic::Ordering::Relaxed);
     let child = CHILD.load(std::sync::atomic::Ordering::Relaxed);
     if child > 0 && code <= 0 {
         // SAFETY: kill is async-signal-safe.
@@ -422,7 +426,11 @@ fn timed(opts: &Options, lib: Option<&Path>) -> Result<Timed, RunError> {
     c.stdout(std::process::Stdio::piped());
     let cpu0 = children_cpu_s();
     let t0 = std::time::Instant::now();
-    let out = c.output().map_err(|e| spawn_error(opts, e))?;
+    let child = c.spawn().map_err(|e| spawn_error(opts, e))?;
+    let out = {
+        let _forward = ForwardSignals::install(child.id());
+        child.wait_with_output().map_err(|e| spawn_error(opts, e))?
+    };
     let wall_s = t0.elapsed().as_secs_f64();
     let stdout = String::from_utf8_lossy(&out.stdout);
     Ok(Timed {
@@ -453,7 +461,11 @@ fn median(v: &mut [f64]) -> f64 {
 /// klock's, alternating (glibc first), so that both see the same drift of
 /// a shared machine. Prints each run (wall and CPU time, exit status, the
 /// program's last line of output, where a benchmark prints its result)
-/// and the medians. Returns 0 if every run exited 0, else 1.
+/// and the medians. Returns 0 if every run exited 0, else 1. A signal
+/// that would end `klock run` (Ctrl-C, `kill`) reaches the running
+/// program as in a single run; the comparison then stops after that run,
+/// prints the medians of the rounds completed, and returns 128 + the
+/// signal's number.
 pub fn compare(opts: &Options, lib: &Path, rounds: usize) -> Result<u8, RunError> {
     if rounds == 0 {
         return Err(RunError::Spawn("--compare needs at least 1 round".into()));
@@ -474,7 +486,8 @@ pub fn compare(opts: &Options, lib: &Path, rounds: usize) -> Result<u8, RunError
     );
     let (mut wall, mut cpu) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
     let mut failed = false;
-    for round in 1..=rounds {
+    let mut stopped = 0;
+    'rounds: for round in 1..=rounds {
         for (i, (name, l)) in [("glibc", None), ("klock", Some(lib))]
             .into_iter()
             .enumerate()
@@ -484,10 +497,25 @@ pub fn compare(opts: &Options, lib: &Path, rounds: usize) -> Result<u8, RunError
                 "{round:>5}  {name:<5}  {:>9.3}  {:>9.3}  {:>4}  {}",
                 t.wall_s, t.cpu_s, t.code, t.last_line
             );
+            stopped = CAUGHT.swap(0, std::sync::atomic::Ordering::Relaxed);
+            if stopped != 0 {
+                // The round is not complete: its glibc run alone would
+                // tilt the medians.
+                wall[0].truncate(wall[1].len());
+                cpu[0].truncate(cpu[1].len());
+                eprintln!(
+                    "klock run: stopped by signal {stopped} after {} complete rounds",
+                    wall[1].len()
+                );
+                break 'rounds;
+            }
             failed |= t.code != 0;
             wall[i].push(t.wall_s);
             cpu[i].push(t.cpu_s);
         }
+    }
+    if wall[1].is_empty() {
+        return Ok(128u8.wrapping_add(stopped as u8));
     }
     let (wg, wk) = (median(&mut wall[0]), median(&mut wall[1]));
     let (cg, ck) = (median(&mut cpu[0]), median(&mut cpu[1]));
@@ -497,6 +525,9 @@ pub fn compare(opts: &Options, lib: &Path, rounds: usize) -> Result<u8, RunError
         wk / wg.max(1e-9),
         ck / cg.max(1e-9)
     );
+    if stopped != 0 {
+        return Ok(128u8.wrapping_add(stopped as u8));
+    }
     if failed {
         eprintln!("klock run: error: a run exited with a non-zero status (see the exit column)");
         return Ok(1);

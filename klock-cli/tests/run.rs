@@ -178,4 +178,37 @@ fn runs_a_c_program_on_klock_with_the_profile_and_compares() {
     let o = klock_run(&["--preload", so, "--compare", "1", "--", "false"], &[]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("non-zero status"), "{}", stderr(&o));
+
+    // SIGTERM sent to `klock run --compare` reaches the running program
+    // and stops the comparison after that run (not after 50 rounds of
+    // 0.3 s), which exits as the signal would have ended it.
+    let start = std::time::Instant::now();
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_klock"));
+    c.args([
+        "run",
+        "--preload",
+        so,
+        "--compare",
+        "50",
+        "--",
+        "sleep",
+        "0.3",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    let child = c.spawn().expect("start klock run");
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // SAFETY: a plain kill of the process we started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let o = child.wait_with_output().expect("wait for klock run");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(143), "{err}");
+    assert!(
+        err.contains("klock run: stopped by signal 15 after"),
+        "{err}"
+    );
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(10),
+        "the comparison went on after the signal: {err}"
+    );
 }
