@@ -457,3 +457,50 @@ fn the_profile_goes_to_the_file_asked_for_one_per_process() {
     );
     assert_eq!(hot_locked(&profiles(&err)[0]), Some(all.as_str()), "{err}");
 }
+
+#[test]
+fn sites_are_named_from_the_symbol_table_at_a_normal_exit() {
+    let so = common::build_preload();
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    // Without -rdynamic the program exports no function, and dladdr alone
+    // names none; its symbol table does. Stripped, it has none.
+    let plain = tmp.join("klock_profile_test_plain");
+    common::compile_c("tests/c/profile_test.c", &plain, &[]);
+    let stripped = tmp.join("klock_profile_test_stripped");
+    common::compile_c("tests/c/profile_test.c", &stripped, &["-s"]);
+    let all = (THREADS * ITERATIONS).to_string();
+    let hot = |p: &Profile| {
+        p.1.iter()
+            .find(|r| r[2] == all)
+            .unwrap_or_else(|| panic!("no row of the hot mutex: {:?}", p.1))
+            .clone()
+    };
+
+    let (err, ps) = profiled_ok(&plain, &so, ITERATIONS, "");
+    let row = hot(&ps[0]);
+    assert!(row[10].starts_with("hot_worker_lock+0x"), "{err}");
+    assert_eq!(
+        row.get(11).map(String::as_str),
+        Some(format!("({})", plain.display()).as_str()),
+        "{err}"
+    );
+    // Every site of this program is in one of its functions.
+    for r in &ps[0].1 {
+        assert!(!r[10].contains("klock_profile_test_plain+0x"), "{err}");
+    }
+
+    let (err, ps) = profiled_ok(&stripped, &so, ITERATIONS, "");
+    let row = hot(&ps[0]);
+    let site = format!("{}+0x", stripped.display());
+    assert!(row[10].starts_with(&site), "{err}");
+
+    // In the report a signal ends with (async-signal-safe: no file read,
+    // no allocation) dladdr's answer stays.
+    let o = run_mode(&plain, &so, ITERATIONS, "term", &[("KLOCK_STAT", "1")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let row = hot(&profiles(&err)[0]);
+    assert!(
+        row[10].starts_with(&format!("{}+0x", plain.display())),
+        "{err}"
+    );
+}

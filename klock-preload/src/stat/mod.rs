@@ -40,6 +40,7 @@ use klock::sys::monotonic_ns;
 use std::sync::OnceLock;
 
 mod report;
+mod symbols;
 pub(crate) use report::report;
 
 /// Rows in the table: the locks a profile can tell apart.
@@ -512,9 +513,11 @@ impl Site {
     }
 
     /// `function+0xoff (object)`, or `object+0xoff` when the object
-    /// exports no symbol there (`addr2line -e object 0xoff` names it);
-    /// without allocating (the report may run in a signal handler).
-    fn describe(&self, out: &mut impl core::fmt::Write) {
+    /// exports no symbol there (`addr2line -e object 0xoff` names it) and
+    /// `function`, the name and offset found in its symbol table, is
+    /// `None`; without allocating (the report may run in a signal
+    /// handler).
+    fn describe(&self, function: Option<&str>, out: &mut impl core::fmt::Write) {
         /// A C string of the dynamic linker's, invalid UTF-8 replaced.
         fn c_str(out: &mut impl core::fmt::Write, p: usize) {
             if p == 0 {
@@ -535,6 +538,10 @@ impl Site {
             let _ = out.write_str("?");
         } else if self.fname == 0 {
             let _ = write!(out, "{:#x}", self.ip);
+        } else if let Some(f) = function {
+            let _ = write!(out, "{f} (");
+            c_str(out, self.fname);
+            let _ = out.write_str(")");
         } else if self.sname != 0 {
             c_str(out, self.sname);
             let _ = write!(out, "+{:#x} (", self.ip - self.saddr);

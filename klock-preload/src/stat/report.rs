@@ -20,7 +20,8 @@
 //! (or to the file `KLOCK_STAT_FILE` names, opened with `open`) with
 //! `write`; where a lock was first taken was looked up (`dladdr`)
 //! when its row was claimed. The kernel's lock_stat layout, which is built
-//! as a string, follows only at a normal exit.
+//! as a string, follows only at a normal exit, as do the names of the
+//! functions that `dladdr` does not know ([`super::symbols`]).
 
 use super::{
     monotonic_ns, now, on, table, Kind, Site, CAPACITY, FIRST_PID, FORWARDED_AT_FORK, HOLD_SHIFT,
@@ -345,6 +346,7 @@ fn report_at(signal: Option<libc::c_int>) {
         writeln!(out, "1 hold in {sample} timed ({timed})")
     };
     // The column titles, aligned as the rows below are.
+    let mut symbols = signal.is_none().then(super::symbols::Symbols::default);
     out.bytes(
         b"Lock Type         Locked    Changed      Cont. tot.Wait[ms]   avgW[us]   \
           maxW[us]   avgH[us]   maxH[us]  Site (first locked at)\n",
@@ -374,7 +376,9 @@ fn report_at(signal: Option<libc::c_int>) {
             avg_h / 1e3,
             l.hold_max / 1e3,
         );
-        l.site.describe(out);
+        // At a normal exit only: reading a symbol table allocates.
+        let function = symbols.as_mut().and_then(|s| s.function(&l.site));
+        l.site.describe(function.as_deref(), out);
         out.bytes(b"\n");
     }
     let shown = &lines[..lines.len().min(top)];

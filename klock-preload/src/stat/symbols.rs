@@ -1,0 +1,110 @@
+//! Function names for the profile's sites at a normal exit, from the
+//! objects' own symbol tables.
+//!
+//! A site is looked up with `dladdr` when its lock's row is claimed, and
+//! `dladdr` knows only the dynamic symbols: the functions a program
+//! exports, which for an executable built without `-rdynamic` is none, so
+//! its sites read `program+0x1338`. The symbol table (`.symtab`) of an
+//! executable that is not stripped names every function. Reading it takes
+//! the file and the allocator, which a report in a signal handler may not
+//! use, so only the report at a normal exit does it; a stripped object,
+//! or one that cannot be read, keeps `dladdr`'s answer.
+
+use super::Site;
+use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
+use object::{elf, Endianness, Object, ObjectSymbol, ReadCache, SymbolKind};
+use std::collections::HashMap;
+
+/// One object's functions: start and size (ELF addresses), name, sorted
+/// by start; and what to subtract from a run-time address to get an ELF
+/// address.
+struct Functions {
+    bias: u64,
+    list: Vec<(u64, u64, String)>,
+}
+
+/// The symbol tables read so far, by the object's load address
+/// (`dli_fbase`); `None` for an object with none to use.
+#[derive(Default)]
+pub(super) struct Symbols {
+    objects: HashMap<usize, Option<Functions>>,
+}
+
+impl Symbols {
+    /// `function+0xoff` for `site`, where `dladdr` found the object but
+    /// no symbol and the object's symbol table names the function.
+    pub(super) fn function(&mut self, site: &Site) -> Option<String> {
+        if site.ip == 0 || site.fname == 0 || site.sname != 0 {
+            return None;
+        }
+        let funcs = self
+            .objects
+            .entry(site.fbase)
+            .or_insert_with(|| load(site.fname, site.fbase))
+            .as_ref()?;
+        // The return address follows the call, which is in the function:
+        // look up the byte before it (a call that ends a function, to one
+        // that does not return, has its return address past the end).
+        let at = (site.ip as u64).wrapping_sub(funcs.bias);
+        let before = at.checked_sub(1)?;
+        let i = funcs.list.partition_point(|f| f.0 <= before);
+        let (start, size, name) = &funcs.list[i.checked_sub(1)?];
+        (before < start + size).then(|| format!("{name}+{:#x}", at - start))
+    }
+}
+
+/// The functions of the object whose path `dladdr` gave as `fname` (a C
+/// string), loaded at `fbase`. The main program's path is as it was
+/// started (`./server`, or a bare name found through `PATH`), which need
+/// not lead to it from the current directory: a path that is not
+/// absolute is read as `/proc/self/exe`, the main program (the dynamic
+/// linker names the libraries it loads by absolute paths).
+fn load(fname: usize, fbase: usize) -> Option<Functions> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: dladdr's strings are NUL-terminated and live while the
+    // object is loaded.
+    let name = unsafe { core::ffi::CStr::from_ptr(fname as *const libc::c_char) };
+    let name = std::ffi::OsStr::from_bytes(name.to_bytes());
+    let main = !name.as_bytes().starts_with(b"/");
+    let path = if main {
+        std::path::Path::new("/proc/self/exe")
+    } else {
+        std::path::Path::new(name)
+    };
+    let data = ReadCache::new(std::fs::File::open(path).ok()?);
+    let file = ElfFile64::<Endianness, _>::parse(&data).ok()?;
+    // `dli_fbase` is where the object's first loadable segment was
+    // mapped, rounded down to a page: the lowest segment address, rounded
+    // the same way, is what it stands for in the file's addresses.
+    let header = file.elf_header();
+    let endian = file.endian();
+    let phdrs = header.program_headers(endian, &data).ok()?;
+    let lowest = phdrs
+        .iter()
+        .filter(|ph| ph.p_type(endian) == elf::PT_LOAD)
+        .map(|ph| ph.p_vaddr(endian))
+        .min()?;
+    let page = rustix::param::page_size() as u64;
+    let bias = (fbase as u64).wrapping_sub(lowest & !(page - 1));
+    if main {
+        // Only if that object is the main program, whose program headers
+        // the kernel says where it mapped (`AT_PHDR`): another object with
+        // a path that is not absolute gets no names rather than wrong ones.
+        let phdr = phdrs.iter().find(|ph| ph.p_type(endian) == elf::PT_PHDR)?;
+        // SAFETY: getauxval reads the process's auxiliary vector.
+        let at_phdr = unsafe { libc::getauxval(libc::AT_PHDR) };
+        if at_phdr.wrapping_sub(phdr.p_vaddr(endian)) != bias {
+            return None;
+        }
+    }
+    let mut list: Vec<(u64, u64, String)> = file
+        .symbols()
+        .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
+        .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.to_string())))
+        .collect();
+    if list.is_empty() {
+        return None;
+    }
+    list.sort_unstable_by_key(|f| f.0);
+    Some(Functions { bias, list })
+}
