@@ -12,6 +12,21 @@ fn klock_run(args: &[&str], env: &[(&str, &str)]) -> Output {
     c.output().expect("run klock")
 }
 
+/// `klock run ARGS`, sent SIGTERM by this process after `after`.
+fn klock_run_terminated(args: &[&str], after: std::time::Duration) -> Output {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_klock"));
+    c.arg("run")
+        .args(args)
+        .env_remove("KLOCK_STAT_PID")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().expect("start klock run");
+    std::thread::sleep(after);
+    // SAFETY: a plain kill of the process we started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    child.wait_with_output().expect("wait for klock run")
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -144,16 +159,10 @@ fn runs_a_c_program_on_klock_with_the_profile_and_compares() {
     // a shell would report it (128 + 15). (The program would run for
     // many seconds: were the signal not passed on, the test would wait
     // for it, with `klock run` gone, and fail.)
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_klock"));
-    c.args(["run", "--preload", so, "--stat", "--", prog, "100000000"])
-        .env_remove("KLOCK_STAT_PID")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let child = c.spawn().expect("start klock run");
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    // SAFETY: a plain kill of the process we started.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let o = child.wait_with_output().expect("wait for klock run");
+    let o = klock_run_terminated(
+        &["--preload", so, "--stat", "--", prog, "100000000"],
+        std::time::Duration::from_millis(500),
+    );
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(143), "{err}");
     assert!(err.contains(", ended by SIGTERM): 4 locks used"), "{err}");
@@ -183,24 +192,10 @@ fn runs_a_c_program_on_klock_with_the_profile_and_compares() {
     // and stops the comparison after that run (not after 50 rounds of
     // 0.3 s), which exits as the signal would have ended it.
     let start = std::time::Instant::now();
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_klock"));
-    c.args([
-        "run",
-        "--preload",
-        so,
-        "--compare",
-        "50",
-        "--",
-        "sleep",
-        "0.3",
-    ])
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped());
-    let child = c.spawn().expect("start klock run");
-    std::thread::sleep(std::time::Duration::from_millis(1000));
-    // SAFETY: a plain kill of the process we started.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let o = child.wait_with_output().expect("wait for klock run");
+    let o = klock_run_terminated(
+        &["--preload", so, "--compare", "50", "--", "sleep", "0.3"],
+        std::time::Duration::from_millis(1000),
+    );
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(143), "{err}");
     assert!(
