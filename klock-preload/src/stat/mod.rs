@@ -388,9 +388,9 @@ fn table() -> &'static Table {
 }
 
 /// The row of the lock at `addr`, claimed on first use; `None` when the
-/// rows near its home are all taken (see [`row_probe`]). Inlined into every profiled call: the lock's home
-/// row is the one it finds there in all but a program whose locks'
-/// addresses collide ([`row_probe`] then walks on).
+/// rows near its home are all taken. Inlined into every profiled call:
+/// the lock's home row is the one it finds there in all but a program
+/// whose locks' addresses collide ([`row_probe`] then walks on).
 #[inline(always)]
 fn row(addr: usize, kind: Kind) -> Option<&'static Row> {
     let t = table();
@@ -614,7 +614,12 @@ fn lock_exclusive_waiting(addr: usize, kind: Kind, lock: impl FnOnce() -> bool) 
     if got {
         let end = now();
         match row(addr, kind) {
-            Some(r) => exclusive_counted(r, Some((end.saturating_sub(t), end))),
+            Some(r) => {
+                // We hold the lock alone: plain updates (see `Row`).
+                let n = r.locked.load(Relaxed).wrapping_add(1);
+                r.locked.store(n, Relaxed);
+                exclusive_rest(r, n, Some((end.saturating_sub(t), end)));
+            }
             None => untracked(),
         }
     }
@@ -672,13 +677,6 @@ fn acquired_exclusive(addr: usize, kind: Kind) {
     if r.last.load(Relaxed) != crate::me() || timed_hold(n) {
         exclusive_rest(r, n, None);
     }
-}
-
-/// Count an exclusive acquisition; `wait`: as for [`exclusive_rest`].
-fn exclusive_counted(r: &Row, wait: Option<(u64, u64)>) {
-    let n = r.locked.load(Relaxed).wrapping_add(1);
-    r.locked.store(n, Relaxed);
-    exclusive_rest(r, n, wait);
 }
 
 /// The rest of counting an exclusive acquisition, the `n`-th of its lock,

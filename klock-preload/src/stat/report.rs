@@ -56,8 +56,8 @@ pub(super) struct Line {
 struct Out {
     buf: [u8; 4096],
     len: usize,
-    /// Where it goes: fd 2, or the profile file opened by [`Out::begin`].
-    fd: libc::c_int,
+    /// The profile file opened by [`Out::begin`]; `None`: stderr.
+    file: Option<rustix::fd::OwnedFd>,
 }
 
 impl Out {
@@ -66,7 +66,7 @@ impl Out {
     /// be opened. Called only once something is to be written, so that a
     /// process that reports nothing makes no file.
     fn begin(&mut self, pid: u32) {
-        self.fd = 2;
+        self.file = None;
         let Some(template) = super::STAT_FILE.get() else {
             return;
         };
@@ -84,7 +84,7 @@ impl Out {
             .ok()
         });
         match opened {
-            Some(fd) => self.fd = rustix::fd::IntoRawFd::into_raw_fd(fd),
+            Some(fd) => self.file = Some(fd),
             None => {
                 self.bytes(b"\nklock: cannot open the profile file ");
                 self.bytes(path.shown());
@@ -96,19 +96,18 @@ impl Out {
     /// Write out the rest and close the profile file, if it was opened.
     fn end(&mut self) {
         self.flush();
-        if self.fd != 2 {
-            // SAFETY: the file `begin` opened, ours alone.
-            drop(unsafe { <rustix::fd::OwnedFd as rustix::fd::FromRawFd>::from_raw_fd(self.fd) });
-            self.fd = 2;
-        }
+        self.file = None;
     }
 
     fn flush(&mut self) {
         let mut rest = &self.buf[..self.len];
-        // SAFETY: fd 2 stays open for the call (a program that closed it
-        // gets EBADF, and the report is lost, as eprintln's would be), and
-        // the profile file stays open until `end`.
-        let fd = unsafe { rustix::fd::BorrowedFd::borrow_raw(self.fd) };
+        let fd = match &self.file {
+            Some(f) => rustix::fd::AsFd::as_fd(f),
+            // SAFETY: fd 2 stays open for the call (a program that closed
+            // it gets EBADF, and the report is lost, as eprintln's would
+            // be).
+            None => unsafe { rustix::fd::BorrowedFd::borrow_raw(2) },
+        };
         while !rest.is_empty() {
             match rustix::io::write(fd, rest) {
                 Ok(0) => break,
@@ -215,7 +214,7 @@ impl Scratch {
             out: UnsafeCell::new(Out {
                 buf: [0; 4096],
                 len: 0,
-                fd: 2,
+                file: None,
             }),
         }
     }
