@@ -150,7 +150,10 @@ fn one_hold_in_eight_is_timed_unless_asked() {
     let o = run(&prog, &so, true);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{}\n{err}", o.status);
-    assert!(err.contains("1 hold in 8 timed"), "{err}");
+    assert!(
+        err.contains("1 hold in 8 timed after each lock's first 8 ("),
+        "{err}"
+    );
     // Each lock's first 8 holds are timed, then one in 8 of the rest,
     // chosen by the lock's acquisition count and spread evenly: an eighth
     // of them, within a few.

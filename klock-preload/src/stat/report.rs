@@ -342,10 +342,13 @@ fn report_at(signal: Option<libc::c_int>) {
     let _ = if sample == 1 {
         writeln!(out, "every hold timed ({timed})")
     } else {
-        writeln!(out, "1 hold in {sample} timed ({timed})")
+        writeln!(
+            out,
+            "1 hold in {sample} timed after each lock's first {sample} ({timed})"
+        )
     };
-    // The column titles, aligned as the rows below are.
     let mut symbols = signal.is_none().then(super::symbols::Symbols::default);
+    // The column titles, aligned as the rows below are.
     out.bytes(
         b"Lock Type         Locked    Changed      Cont. tot.Wait[ms]   avgW[us]   \
           maxW[us]   avgH[us]   maxH[us]  Site (first locked at)\n",
