@@ -47,10 +47,32 @@ mod time;
 
 /// Run when the dynamic linker loads the library, before the program's
 /// `main`: reads `KLOCK_LOCK_MAP` (which families stay glibc's) and
-/// `KLOCK_STAT` (the lock profile).
+/// `KLOCK_STAT` (the lock profile), and picks the owner-running oracle.
 extern "C" fn on_load() {
     map_init_from_env();
     stat::init_from_env();
+    oracle_default();
+}
+
+/// Under the preload the owner-running oracle is the time budget unless
+/// `KLOCK_ONCPU` asks for another (`auto` or `bpf`: the eBPF one when it
+/// loads). A Rust program that links klock gets `auto`, and as root the
+/// eBPF program; a program run under the preload did not choose klock,
+/// and that program runs at every context switch of the whole machine,
+/// not of this process alone: with it loaded by one preloaded server, a
+/// pipe ping-pong of two other processes on one CPU took about 5% longer
+/// a round trip, while the server itself ran no faster with it than with
+/// the budget (docs/preload.md, "The owner-running oracle").
+fn oracle_default() {
+    if std::env::var_os("KLOCK_ONCPU").is_some() {
+        return;
+    }
+    // Fixed at first use: nothing has asked for the oracle before `main`.
+    // An error would say it was fixed already, and then it was chosen by
+    // whoever fixed it.
+    let _ = klock::config::Config::new()
+        .oracle(klock::config::Oracle::Budget)
+        .apply();
 }
 
 /// The families left to glibc ([`lock_map::LockMap`] bits), from

@@ -36,8 +36,19 @@ fn run_with(
     env: &[(&str, &str)],
     limit: Duration,
 ) -> (bool, String) {
+    run_args(prog, &[], so, env, limit)
+}
+
+/// [`run_with`] with arguments for the program.
+fn run_args(
+    prog: &Path,
+    args: &[&str],
+    so: Option<&Path>,
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> (bool, String) {
     let mut cmd = Command::new(prog);
-    cmd.envs(env.iter().copied());
+    cmd.args(args).envs(env.iter().copied());
     if let Some(so) = so {
         cmd.env("LD_PRELOAD", so);
     }
@@ -141,4 +152,27 @@ fn c_programs_keep_posix_behaviour_with_the_profile_on() {
         assert!(ok, "{name} with the profile on failed (or hung): {log}");
         assert!(log.contains("klock: lock profile of"), "{log}");
     }
+}
+
+#[test]
+fn the_ebpf_oracle_is_loaded_only_when_asked_for() {
+    // The preload's owner-running oracle is the time budget: a preloaded
+    // program whose waiters spin loads no eBPF program (which would run at
+    // every context switch of the machine), even as root. With
+    // KLOCK_ONCPU=bpf, as root, it does.
+    let so = library();
+    let prog = compile("oracle_test", "oracle");
+    let limit = Duration::from_secs(60);
+    let (ok, log) = run_args(&prog, &["none"], Some(&so), &[], limit);
+    assert!(ok, "oracle_test none: {log}");
+    if !rustix::process::geteuid().is_root() {
+        assert!(
+            std::env::var_os("KLOCK_REQUIRE_BPF").is_none(),
+            "KLOCK_REQUIRE_BPF is set but the eBPF oracle needs root"
+        );
+        eprintln!("skipped the KLOCK_ONCPU=bpf half: the eBPF oracle needs root");
+        return;
+    }
+    let (ok, log) = run_args(&prog, &["bpf"], Some(&so), &[("KLOCK_ONCPU", "bpf")], limit);
+    assert!(ok, "oracle_test bpf with KLOCK_ONCPU=bpf: {log}");
 }
