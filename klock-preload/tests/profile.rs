@@ -507,3 +507,43 @@ fn sites_are_named_from_the_symbol_table_at_a_normal_exit() {
         "{err}"
     );
 }
+
+#[test]
+fn cpp_names_are_demangled_at_a_normal_exit() {
+    let so = common::build_preload();
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    // The locking function named as `server::Cache::lock()` is by a C++
+    // compiler: found in the symbol table (a plain build), or by dladdr
+    // (exported with -rdynamic).
+    let plain = tmp.join("klock_profile_test_mangled");
+    common::compile_c("tests/c/profile_test.c", &plain, &["-DMANGLED"]);
+    let exported = tmp.join("klock_profile_test_mangled_rdynamic");
+    common::compile_c(
+        "tests/c/profile_test.c",
+        &exported,
+        &["-DMANGLED", "-rdynamic"],
+    );
+    let all = (THREADS * ITERATIONS).to_string();
+    let hot = |p: &Profile| {
+        p.1.iter()
+            .find(|r| r[2] == all)
+            .unwrap_or_else(|| panic!("no row of the hot mutex: {:?}", p.1))
+            .clone()
+    };
+    for prog in [&plain, &exported] {
+        let (err, ps) = profiled_ok(prog, &so, ITERATIONS, "");
+        let row = hot(&ps[0]);
+        assert!(row[10].starts_with("server::Cache::lock+0x"), "{err}");
+        assert_eq!(
+            row.get(11).map(String::as_str),
+            Some(format!("({})", prog.display()).as_str()),
+            "{err}"
+        );
+    }
+    // The report a signal ends with may not allocate: the name stays
+    // mangled (dladdr's, for the exported function).
+    let o = run_mode(&exported, &so, ITERATIONS, "term", &[("KLOCK_STAT", "1")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let row = hot(&profiles(&err)[0]);
+    assert!(row[10].starts_with("_ZN6server5Cache4lockEv+0x"), "{err}");
+}

@@ -9,6 +9,12 @@
 //! the file and the allocator, which a report in a signal handler may not
 //! use, so only the report at a normal exit does it; a stripped object,
 //! or one that cannot be read, keeps `dladdr`'s answer.
+//!
+//! The same report writes C++ names as the program's source does
+//! (`server::Cache::lookup`, without the parameters) instead of as the
+//! compiler mangled them (`_ZN6server5Cache6lookupERKSs`), whichever of
+//! the two tables named the function. Demangling allocates too: the
+//! report in a signal handler keeps the mangled names.
 
 use super::Site;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
@@ -32,10 +38,19 @@ pub(super) struct Symbols {
 
 impl Symbols {
     /// `function+0xoff` for `site`, where `dladdr` found the object but
-    /// no symbol and the object's symbol table names the function.
+    /// no symbol and the object's symbol table names the function, or
+    /// where the name `dladdr` found is a mangled C++ name. `None`: the
+    /// site is best described from `dladdr`'s answer as it is.
     pub(super) fn function(&mut self, site: &Site) -> Option<String> {
-        if site.ip == 0 || site.fname == 0 || site.sname != 0 {
+        if site.ip == 0 || site.fname == 0 {
             return None;
+        }
+        if site.sname != 0 {
+            // SAFETY: dladdr's strings are NUL-terminated and live while
+            // the object is loaded.
+            let name = unsafe { core::ffi::CStr::from_ptr(site.sname as *const libc::c_char) };
+            let name = demangle(name.to_str().ok()?)?;
+            return Some(format!("{name}+{:#x}", site.ip - site.saddr));
         }
         let funcs = self
             .objects
@@ -49,8 +64,26 @@ impl Symbols {
         let before = at.checked_sub(1)?;
         let i = funcs.list.partition_point(|f| f.0 <= before);
         let (start, size, name) = &funcs.list[i.checked_sub(1)?];
-        (before < start + size).then(|| format!("{name}+{:#x}", at - start))
+        if before >= start + size {
+            return None;
+        }
+        let name = demangle(name).unwrap_or_else(|| name.clone());
+        Some(format!("{name}+{:#x}", at - start))
     }
+}
+
+/// A mangled C++ (Itanium ABI) function name as written in the source,
+/// without its parameters and return type; `None` for a name that is not
+/// one (a C function's, which could otherwise read as a mangled type).
+fn demangle(name: &str) -> Option<String> {
+    if !name.starts_with("_Z") {
+        return None;
+    }
+    let symbol = cpp_demangle::Symbol::new(name.as_bytes()).ok()?;
+    let options = cpp_demangle::DemangleOptions::new()
+        .no_params()
+        .no_return_type();
+    symbol.demangle_with_options(&options).ok()
 }
 
 /// The functions of the object whose path `dladdr` gave as `fname` (a C

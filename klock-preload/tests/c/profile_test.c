@@ -37,6 +37,12 @@ static pthread_spinlock_t spin;
 static volatile unsigned long counter, reads, spins;
 static long iterations = 20000;
 
+#ifdef MANGLED
+/* Built with -DMANGLED, the function has the name a C++ compiler gives
+ * `server::Cache::lock()`: the profile must write it demangled. */
+void hot_worker_lock(void) __asm__("_ZN6server5Cache4lockEv");
+#endif
+
 __attribute__((noinline)) void hot_worker_lock(void) {
     pthread_mutex_lock(&hot);
 }
