@@ -53,6 +53,7 @@ fn run_mode(prog: &Path, so: &Path, iterations: u64, mode: &str, env: &[(&str, &
         "KLOCK_STAT_TOP",
         "KLOCK_STAT_PID",
         "KLOCK_STAT_FILE",
+        "KLOCK_STAT_DEBUG_DIR",
     ] {
         c.env_remove(var);
     }
@@ -546,4 +547,76 @@ fn cpp_names_are_demangled_at_a_normal_exit() {
     let err = String::from_utf8_lossy(&o.stderr);
     let row = hot(&profiles(&err)[0]);
     assert!(row[10].starts_with("_ZN6server5Cache4lockEv+0x"), "{err}");
+}
+
+/// Run `tool` (binutils) with `args`; it must succeed.
+fn binutil(tool: &str, args: &[&std::ffi::OsStr]) {
+    let status = Command::new(tool)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run `{tool}` (binutils): {e}"));
+    assert!(status.success(), "{tool} {args:?} failed");
+}
+
+#[test]
+fn a_stripped_program_is_named_from_its_separate_debug_file() {
+    use object::{Object, ReadCache};
+    let so = common::build_preload();
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let full = tmp.join("klock_profile_test_debug_full");
+    common::compile_c("tests/c/profile_test.c", &full, &["-Wl,--build-id"]);
+    let data = ReadCache::new(std::fs::File::open(&full).expect("open the program"));
+    let elf = object::read::elf::ElfFile64::<object::Endianness, _>::parse(&data).expect("ELF");
+    let id: String = elf
+        .build_id()
+        .expect("read the build id")
+        .expect("a build id")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    // The layout a distribution's debug package installs, under a
+    // directory of the test's own.
+    let dir = tmp.join("klock_debug_dir");
+    let sub = dir.join(".build-id").join(&id[..2]);
+    std::fs::create_dir_all(&sub).expect("create the debug directory");
+    let debug = sub.join(format!("{}.debug", &id[2..]));
+    binutil(
+        "objcopy",
+        &[
+            "--only-keep-debug".as_ref(),
+            full.as_os_str(),
+            debug.as_os_str(),
+        ],
+    );
+    let stripped = tmp.join("klock_profile_test_debug_stripped");
+    binutil(
+        "strip",
+        &[full.as_os_str(), "-o".as_ref(), stripped.as_os_str()],
+    );
+    let all = (THREADS * ITERATIONS).to_string();
+    let site = |env: &[(&str, &str)]| {
+        let o = run_mode(&stripped, &so, ITERATIONS, "", env);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{}\n{err}", o.status);
+        let ps = profiles(&err);
+        let row = ps[0]
+            .1
+            .iter()
+            .find(|r| r[2] == all)
+            .unwrap_or_else(|| panic!("no row of the hot mutex: {err}"))
+            .clone();
+        (row[10].clone(), err)
+    };
+    let d = dir.to_str().expect("a UTF-8 path");
+    let (named, err) = site(&[("KLOCK_STAT", "1"), ("KLOCK_STAT_DEBUG_DIR", d)]);
+    assert!(named.starts_with("hot_worker_lock+0x"), "{err}");
+    // Elsewhere, no debug file: the object and offset, as before.
+    let (plain, err) = site(&[
+        ("KLOCK_STAT", "1"),
+        ("KLOCK_STAT_DEBUG_DIR", "/nonexistent"),
+    ]);
+    assert!(
+        plain.starts_with(&format!("{}+0x", stripped.display())),
+        "{err}"
+    );
 }

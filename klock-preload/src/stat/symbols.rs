@@ -10,6 +10,12 @@
 //! use, so only the report at a normal exit does it; a stripped object,
 //! or one that cannot be read, keeps `dladdr`'s answer.
 //!
+//! A stripped object's functions are found in its separate debug file,
+//! where the distribution installs one (`apt install memcached-dbgsym`):
+//! `/usr/lib/debug/.build-id/xx/yyyy.debug`, named by the object's build
+//! id (`KLOCK_STAT_DEBUG_DIR` names another directory than
+//! `/usr/lib/debug`).
+//!
 //! The same report writes C++ names as the program's source does
 //! (`server::Cache::lookup`, without the parameters) instead of as the
 //! compiler mangled them (`_ZN6server5Cache6lookupERKSs`), whichever of
@@ -130,14 +136,50 @@ fn load(fname: usize, fbase: usize) -> Option<Functions> {
             return None;
         }
     }
-    let mut list: Vec<(u64, u64, String)> = file
-        .symbols()
-        .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
-        .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.to_string())))
-        .collect();
+    let mut list = functions(&file);
+    if list.is_empty() {
+        // Stripped: its separate debug file, if one is installed, has the
+        // symbol table, at the same addresses.
+        let id = file.build_id().ok()??;
+        let data = ReadCache::new(std::fs::File::open(debug_file(id)?).ok()?);
+        let debug = ElfFile64::<Endianness, _>::parse(&data).ok()?;
+        if debug.build_id().ok()? != Some(id) {
+            return None;
+        }
+        list = functions(&debug);
+    }
     if list.is_empty() {
         return None;
     }
     list.sort_unstable_by_key(|f| f.0);
     Some(Functions { bias, list })
+}
+
+/// The functions an ELF file's symbol table names: start, size, name.
+fn functions<'data, R: object::ReadRef<'data>>(
+    file: &ElfFile64<'data, Endianness, R>,
+) -> Vec<(u64, u64, String)> {
+    file.symbols()
+        .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
+        .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.to_string())))
+        .collect()
+}
+
+/// Where the separate debug file of the object with build id `id` is
+/// installed: `DIR/.build-id/xx/yyyy.debug`, DIR `KLOCK_STAT_DEBUG_DIR`
+/// or `/usr/lib/debug`, xx the id's first byte and yyyy the rest, in hex.
+fn debug_file(id: &[u8]) -> Option<std::path::PathBuf> {
+    use std::fmt::Write;
+    let (first, rest) = id.split_first()?;
+    let mut name = String::new();
+    for b in rest {
+        let _ = write!(name, "{b:02x}");
+    }
+    let dir = std::env::var_os("KLOCK_STAT_DEBUG_DIR").unwrap_or_else(|| "/usr/lib/debug".into());
+    Some(
+        std::path::Path::new(&dir)
+            .join(".build-id")
+            .join(format!("{first:02x}"))
+            .join(name + ".debug"),
+    )
 }
