@@ -252,6 +252,24 @@ fn hot_locked(p: &Profile) -> Option<&str> {
         .map(|r| r[2].as_str())
 }
 
+/// The hot mutex's row, found by its count (all the workers' iterations)
+/// where the test is about its site.
+fn hot_row(p: &Profile) -> Vec<String> {
+    let all = (THREADS * ITERATIONS).to_string();
+    p.1.iter()
+        .find(|r| r[2] == all)
+        .unwrap_or_else(|| panic!("no row of the hot mutex: {:?}", p.1))
+        .clone()
+}
+
+/// `tests/c/profile_test.c` compiled with `flags` as
+/// `klock_profile_test_<tag>` in the tests' directory.
+fn compile_as(tag: &str, flags: &[&str]) -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("klock_profile_test_{tag}"));
+    common::compile_c("tests/c/profile_test.c", &out, flags);
+    out
+}
+
 #[test]
 fn a_forked_child_profiles_only_what_it_did() {
     let so = common::build_preload();
@@ -465,23 +483,13 @@ fn the_profile_goes_to_the_file_asked_for_one_per_process() {
 #[test]
 fn sites_are_named_from_the_symbol_table_at_a_normal_exit() {
     let so = common::build_preload();
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     // Without -rdynamic the program exports no function, and dladdr alone
     // names none; its symbol table does. Stripped, it has none.
-    let plain = tmp.join("klock_profile_test_plain");
-    common::compile_c("tests/c/profile_test.c", &plain, &[]);
-    let stripped = tmp.join("klock_profile_test_stripped");
-    common::compile_c("tests/c/profile_test.c", &stripped, &["-s"]);
-    let all = (THREADS * ITERATIONS).to_string();
-    let hot = |p: &Profile| {
-        p.1.iter()
-            .find(|r| r[2] == all)
-            .unwrap_or_else(|| panic!("no row of the hot mutex: {:?}", p.1))
-            .clone()
-    };
+    let plain = compile_as("plain", &[]);
+    let stripped = compile_as("stripped", &["-s"]);
 
     let (err, ps) = profiled_ok(&plain, &so, ITERATIONS, "");
-    let row = hot(&ps[0]);
+    let row = hot_row(&ps[0]);
     assert!(row[10].starts_with("hot_worker_lock+0x"), "{err}");
     assert_eq!(
         row.get(11).map(String::as_str),
@@ -494,7 +502,7 @@ fn sites_are_named_from_the_symbol_table_at_a_normal_exit() {
     }
 
     let (err, ps) = profiled_ok(&stripped, &so, ITERATIONS, "");
-    let row = hot(&ps[0]);
+    let row = hot_row(&ps[0]);
     let site = format!("{}+0x", stripped.display());
     assert!(row[10].starts_with(&site), "{err}");
 
@@ -502,7 +510,7 @@ fn sites_are_named_from_the_symbol_table_at_a_normal_exit() {
     // no allocation) dladdr's answer stays.
     let o = run_mode(&plain, &so, ITERATIONS, "term", &[("KLOCK_STAT", "1")]);
     let err = String::from_utf8_lossy(&o.stderr);
-    let row = hot(&profiles(&err)[0]);
+    let row = hot_row(&profiles(&err)[0]);
     assert!(
         row[10].starts_with(&format!("{}+0x", plain.display())),
         "{err}"
@@ -512,28 +520,14 @@ fn sites_are_named_from_the_symbol_table_at_a_normal_exit() {
 #[test]
 fn cpp_names_are_demangled_at_a_normal_exit() {
     let so = common::build_preload();
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     // The locking function named as `server::Cache::lock()` is by a C++
     // compiler: found in the symbol table (a plain build), or by dladdr
     // (exported with -rdynamic).
-    let plain = tmp.join("klock_profile_test_mangled");
-    common::compile_c("tests/c/profile_test.c", &plain, &["-DMANGLED"]);
-    let exported = tmp.join("klock_profile_test_mangled_rdynamic");
-    common::compile_c(
-        "tests/c/profile_test.c",
-        &exported,
-        &["-DMANGLED", "-rdynamic"],
-    );
-    let all = (THREADS * ITERATIONS).to_string();
-    let hot = |p: &Profile| {
-        p.1.iter()
-            .find(|r| r[2] == all)
-            .unwrap_or_else(|| panic!("no row of the hot mutex: {:?}", p.1))
-            .clone()
-    };
+    let plain = compile_as("mangled", &["-DMANGLED"]);
+    let exported = compile_as("mangled_rdynamic", &["-DMANGLED", "-rdynamic"]);
     for prog in [&plain, &exported] {
         let (err, ps) = profiled_ok(prog, &so, ITERATIONS, "");
-        let row = hot(&ps[0]);
+        let row = hot_row(&ps[0]);
         assert!(row[10].starts_with("server::Cache::lock+0x"), "{err}");
         assert_eq!(
             row.get(11).map(String::as_str),
@@ -545,7 +539,7 @@ fn cpp_names_are_demangled_at_a_normal_exit() {
     // mangled (dladdr's, for the exported function).
     let o = run_mode(&exported, &so, ITERATIONS, "term", &[("KLOCK_STAT", "1")]);
     let err = String::from_utf8_lossy(&o.stderr);
-    let row = hot(&profiles(&err)[0]);
+    let row = hot_row(&profiles(&err)[0]);
     assert!(row[10].starts_with("_ZN6server5Cache4lockEv+0x"), "{err}");
 }
 
@@ -563,8 +557,7 @@ fn a_stripped_program_is_named_from_its_separate_debug_file() {
     use object::{Object, ReadCache};
     let so = common::build_preload();
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let full = tmp.join("klock_profile_test_debug_full");
-    common::compile_c("tests/c/profile_test.c", &full, &["-Wl,--build-id"]);
+    let full = compile_as("debug_full", &["-Wl,--build-id"]);
     let data = ReadCache::new(std::fs::File::open(&full).expect("open the program"));
     let elf = object::read::elf::ElfFile64::<object::Endianness, _>::parse(&data).expect("ELF");
     let id: String = elf
@@ -593,19 +586,11 @@ fn a_stripped_program_is_named_from_its_separate_debug_file() {
         "strip",
         &[full.as_os_str(), "-o".as_ref(), stripped.as_os_str()],
     );
-    let all = (THREADS * ITERATIONS).to_string();
     let site = |env: &[(&str, &str)]| {
         let o = run_mode(&stripped, &so, ITERATIONS, "", env);
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         assert!(o.status.success(), "{}\n{err}", o.status);
-        let ps = profiles(&err);
-        let row = ps[0]
-            .1
-            .iter()
-            .find(|r| r[2] == all)
-            .unwrap_or_else(|| panic!("no row of the hot mutex: {err}"))
-            .clone();
-        (row[10].clone(), err)
+        (hot_row(&profiles(&err)[0])[10].clone(), err)
     };
     let d = dir.to_str().expect("a UTF-8 path");
     let (named, err) = site(&[("KLOCK_STAT", "1"), ("KLOCK_STAT_DEBUG_DIR", d)]);
