@@ -110,6 +110,16 @@ fn profile_names_the_hot_lock_first() {
     assert_eq!(ks[3], first[4], "contentions: {err}");
     assert_eq!(ks[8], first[3], "acq-bounces are the owner changes: {err}");
     assert_eq!(ks[9], first[2], "acquisitions: {err}");
+    // klock's event counters end it: the hot mutex's waiters spun or
+    // slept (its holder sleeps with it held), and the mutexes count both.
+    let events = err
+        .lines()
+        .find(|l| l.starts_with("klock: lock events (klock::events, all locks): mutex "))
+        .unwrap_or_else(|| panic!("no mutex events: {err}"));
+    assert!(
+        events.contains(" sleep=") || events.contains(" spin_success="),
+        "{events}"
+    );
 }
 
 #[test]
@@ -286,6 +296,11 @@ fn a_forked_child_profiles_only_what_it_did() {
     assert_eq!(child.1[0][1], "mutex", "{err}");
     assert_eq!(child.1[0][2], "5", "{err}");
     assert!(child.1[0][10].starts_with("hot_worker_lock+"), "{err}");
+    // Nor the parent's lock events: alone on the mutex, the child made
+    // none (the parent's contended workers did).
+    let blocks: Vec<&str> = err.split("klock: lock profile of").skip(1).collect();
+    assert!(!blocks[0].contains("klock: lock events"), "{err}");
+    assert!(blocks[1].contains("klock: lock events"), "{err}");
     // The parent's profile is as without the fork.
     assert!(parent.0.contains("4 locks used"), "{err}");
     let all = (THREADS * ITERATIONS).to_string();

@@ -790,6 +790,8 @@ pub(crate) fn after_fork_in_child() {
         r.last.store(0, Relaxed);
     }
     t.untracked.store(0, Relaxed);
+    // klock's event counters too, which the report ends with.
+    klock::events::reset_all();
 }
 
 /// An exclusive holder is about to release the lock at `addr`: the home

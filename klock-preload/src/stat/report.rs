@@ -397,8 +397,33 @@ fn report_at(signal: Option<libc::c_int>) {
             "klock: {untracked} acquisitions not tracked (the profile's table holds {CAPACITY} locks and was full where theirs would go)"
         );
     }
+    events_line(out);
     forwarded_line(out, fwd);
     out.end();
+}
+
+/// klock's own event counters (`klock::events`: what the locks' slow
+/// paths did, summed over this process's locks), the nonzero ones, by
+/// lock type. Without allocating (the report may run in a signal
+/// handler).
+fn events_line(out: &mut Out) {
+    use klock::events::{read, LockType};
+    let nonzero = |t: LockType| t.events().iter().any(|&e| read(e) != 0);
+    if !LockType::ALL.iter().any(|&t| nonzero(t)) {
+        return;
+    }
+    let _ = write!(out, "klock: lock events (klock::events, all locks):");
+    for &t in LockType::ALL.iter().filter(|&&t| nonzero(t)) {
+        let _ = write!(out, " {}", t.name());
+        for &e in t.events() {
+            let n = read(e);
+            if n != 0 {
+                let _ = write!(out, " {}={n}", e.name());
+            }
+        }
+        let _ = write!(out, ";");
+    }
+    let _ = writeln!(out);
 }
 
 fn forwarded_line(out: &mut Out, fwd: u64) {

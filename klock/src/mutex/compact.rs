@@ -1,7 +1,9 @@
 //! The compact mutex, [`RawMutexCompact`]: the design of [`crate::mutex`]
 //! in 40 bytes.
 
+use super::slow::count_spin_fail;
 use super::{handoff_ns, owner_spin, LazyWait};
+use crate::events::{self, Event};
 use crate::oncpu::{self, SpinStats, MAX_OWNER_BUDGETS};
 use crate::osq::Osq;
 use crate::ownerspin::OwnerSpin;
@@ -460,6 +462,7 @@ impl RawMutexCompact {
         let owner = self.owner.load(Relaxed) & OWNER_MASK;
         if owner != 0 && owner != me && oracle.owner_running(owner >> C_OWNER_SHIFT) == Some(false)
         {
+            events::inc(Event::MutexSpinFailOwnerSleeping);
             return false;
         }
         if !waiter && self.osq.is_locked() {
@@ -479,7 +482,8 @@ impl RawMutexCompact {
             } else {
                 Some(owner >> C_OWNER_SHIFT)
             };
-            if spin.poll(asked).is_err() {
+            if let Err(stop) = spin.poll(asked) {
+                count_spin_fail(stop);
                 break false;
             }
             cpu_relax();
@@ -489,6 +493,7 @@ impl RawMutexCompact {
         }
         if got {
             spin.succeeded(&self.spin);
+            events::inc(Event::MutexSpinSuccess);
         }
         got
     }
@@ -562,7 +567,9 @@ impl RawMutexCompact {
             }
             // SAFETY: we hold wait_lock.
             unsafe { self.wait_lock.unlock() };
-            park(&waiter.state, None, lazy.park_deadline(deadline), false);
+            if park(&waiter.state, None, lazy.park_deadline(deadline), false) {
+                events::inc(Event::MutexSleep);
+            }
             let woken = waiter.state.load(Relaxed) == W_WOKEN;
             // Only the first waiter is ever woken, and it stays first.
             if !first && woken {
@@ -577,7 +584,7 @@ impl RawMutexCompact {
             }
             if first && lazy.lost(woken) {
                 #[cfg(not(loom))]
-                crate::events::inc(crate::events::Event::MutexLazyWait);
+                events::inc(Event::MutexLazyWait);
                 #[cfg(loom)]
                 self.loom_count_lazy();
             }
@@ -658,6 +665,7 @@ impl RawMutexCompact {
                 Relaxed,
             ) {
                 Ok(_) => {
+                    events::inc(Event::MutexHandoff);
                     #[cfg(loom)]
                     self.loom_count_hand_over();
                     return;
@@ -681,6 +689,8 @@ impl RawMutexCompact {
         }
         // Release pairs with the waiter's Acquire load in park.
         if w.state.swap(W_WOKEN, Release) == W_PARKED {
+            // Counted only when the waiter sleeps, as the full mutex does.
+            events::inc(Event::MutexWake);
             wake_later(futex_addr(&w.state));
             true
         } else {

@@ -165,6 +165,7 @@ mod slow;
 mod tests;
 
 pub use compact::RawMutexCompact;
+pub use compact::C_WAITERS;
 #[cfg(loom)]
 pub use compact::{CompactBroken, CompactProbe, C_HANDOFF};
 #[cfg(loom)]

@@ -585,7 +585,8 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     }
 }
 
-fn count_spin_fail(stop: SpinStop) {
+/// Count why optimistic spinning stopped (also the compact mutex's).
+pub(super) fn count_spin_fail(stop: SpinStop) {
     events::inc(match stop {
         SpinStop::OwnerSleeping => Event::MutexSpinFailOwnerSleeping,
         SpinStop::Budget => Event::MutexSpinFailBudget,

@@ -1,0 +1,68 @@
+//! The compact mutex (the one inside `libklock_preload.so`'s
+//! `pthread_mutex_t`) counts its slow paths in `klock::events` as the full
+//! mutex does. A file of its own: the counters are process-wide, and no
+//! other test runs beside this one to bump them.
+#![cfg(not(loom))]
+
+use klock::events::{self, Event};
+use klock::mutex::{RawMutexCompact, C_WAITERS};
+use std::time::{Duration, Instant};
+
+/// A locker that finds the lock held far longer than any spin budget
+/// sleeps, is counted, and is woken by the unlock; a short hold is won by
+/// spinning now and then.
+#[test]
+fn the_compact_mutex_counts_sleeps_wakes_and_spins() {
+    if !events::enabled() {
+        eprintln!("skipped: klock built without the `events` feature");
+        return;
+    }
+    let sleep0 = events::read(Event::MutexSleep);
+    let wake0 = events::read(Event::MutexWake);
+    let fail0 = events::read(Event::MutexSpinFailBudget)
+        + events::read(Event::MutexSpinFailYield)
+        + events::read(Event::MutexSpinFailOwnerSleeping);
+    let m = RawMutexCompact::new();
+    m.lock();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            m.lock();
+            // SAFETY: we hold it.
+            unsafe { m.unlock() };
+        });
+        let t0 = Instant::now();
+        while m.word() & C_WAITERS == 0 {
+            assert!(t0.elapsed() < Duration::from_secs(20), "never queued");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        // SAFETY: the main thread holds it.
+        unsafe { m.unlock() };
+    });
+    assert!(events::read(Event::MutexSleep) > sleep0, "no sleep counted");
+    assert!(events::read(Event::MutexWake) > wake0, "no wake-up counted");
+    if klock::sys::online_cpus() > 1 && klock::mutex::owner_spin() {
+        let fail1 = events::read(Event::MutexSpinFailBudget)
+            + events::read(Event::MutexSpinFailYield)
+            + events::read(Event::MutexSpinFailOwnerSleeping);
+        assert!(fail1 > fail0, "the spinner should have given up");
+        // Short holds, two threads: some spin succeeds within seconds.
+        let succ0 = events::read(Event::MutexSpinSuccess);
+        let t0 = Instant::now();
+        while events::read(Event::MutexSpinSuccess) == succ0 {
+            assert!(t0.elapsed() < Duration::from_secs(10), "no spin succeeded");
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| {
+                        for _ in 0..2_000 {
+                            m.lock();
+                            std::hint::black_box(&m);
+                            // SAFETY: we hold it.
+                            unsafe { m.unlock() };
+                        }
+                    });
+                }
+            });
+        }
+    }
+}
