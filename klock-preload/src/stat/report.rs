@@ -408,22 +408,31 @@ fn report_at(signal: Option<libc::c_int>) {
 /// handler).
 fn events_line(out: &mut Out) {
     use klock::events::{read, LockType};
-    let nonzero = |t: LockType| t.events().iter().any(|&e| read(e) != 0);
-    if !LockType::ALL.iter().any(|&t| nonzero(t)) {
-        return;
-    }
-    let _ = write!(out, "klock: lock events (klock::events, all locks):");
-    for &t in LockType::ALL.iter().filter(|&&t| nonzero(t)) {
-        let _ = write!(out, " {}", t.name());
+    let mut any = false;
+    for &t in LockType::ALL {
+        let mut named = false;
         for &e in t.events() {
             let n = read(e);
-            if n != 0 {
-                let _ = write!(out, " {}={n}", e.name());
+            if n == 0 {
+                continue;
             }
+            if !any {
+                let _ = write!(out, "klock: lock events (klock::events, all locks):");
+                any = true;
+            }
+            if !named {
+                let _ = write!(out, " {}", t.name());
+                named = true;
+            }
+            let _ = write!(out, " {}={n}", e.name());
         }
-        let _ = write!(out, ";");
+        if named {
+            let _ = write!(out, ";");
+        }
     }
-    let _ = writeln!(out);
+    if any {
+        let _ = writeln!(out);
+    }
 }
 
 fn forwarded_line(out: &mut Out, fwd: u64) {
