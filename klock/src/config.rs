@@ -52,6 +52,7 @@
 //! | `KLOCK_OWNER_SPIN` | [`Config::owner_spin`] | switch | on |
 //! | `KLOCK_SPIN_ADAPT` | [`Config::spin_adapt`] | switch | on |
 //! | `KLOCK_MUTEX_LAZY` | [`Config::mutex_lazy_wait`] | switch | on |
+//! | `KLOCK_MUTEX_FUTILE_SKIP` | [`Config::mutex_futile_skip`] | switch | on |
 //! | `KLOCK_RWSEM_RSPIN` | [`Config::rwsem_reader_spin`] | switch | on |
 //! | `KLOCK_RWSEM_ADAPTIVE` | [`Config::rwsem_adaptive`] | switch | on |
 //! | `KLOCK_RWSEM_READER_PASS` | [`Config::rwsem_reader_pass`] | switch | off |
@@ -128,6 +129,7 @@ pub struct Config {
     owner_spin: Option<bool>,
     spin_adapt: Option<bool>,
     mutex_lazy_wait: Option<bool>,
+    mutex_futile_skip: Option<bool>,
     rwsem_reader_spin: Option<bool>,
     rwsem_adaptive: Option<bool>,
     rwsem_reader_pass: Option<bool>,
@@ -169,6 +171,14 @@ impl Config {
     /// (`KLOCK_MUTEX_LAZY`; see [`crate::mutex::lazy_wait`]).
     pub fn mutex_lazy_wait(mut self, on: bool) -> Self {
         self.mutex_lazy_wait = Some(on);
+        self
+    }
+
+    /// Whether a mutex whose recent spins mostly ran out of their budget
+    /// skips spinning for a while (`KLOCK_MUTEX_FUTILE_SKIP`; see
+    /// [`crate::mutex::futile_skip`]).
+    pub fn mutex_futile_skip(mut self, on: bool) -> Self {
+        self.mutex_futile_skip = Some(on);
         self
     }
 
@@ -270,6 +280,9 @@ impl Config {
         }
         if let Some(on) = self.mutex_lazy_wait {
             MUTEX_LAZY.set(on);
+        }
+        if let Some(on) = self.mutex_futile_skip {
+            MUTEX_FUTILE_SKIP.set(on);
         }
         if let Some(on) = self.rwsem_reader_spin {
             RWSEM_RSPIN.set(on);
@@ -467,6 +480,8 @@ pub(crate) static OWNER_SPIN: Switch = Switch::new("KLOCK_OWNER_SPIN");
 pub(crate) static SPIN_ADAPT: Switch = Switch::new("KLOCK_SPIN_ADAPT");
 /// `KLOCK_MUTEX_LAZY`: [`crate::mutex::lazy_wait`].
 pub(crate) static MUTEX_LAZY: Switch = Switch::new("KLOCK_MUTEX_LAZY");
+/// `KLOCK_MUTEX_FUTILE_SKIP`: [`crate::mutex::futile_skip`].
+pub(crate) static MUTEX_FUTILE_SKIP: Switch = Switch::new("KLOCK_MUTEX_FUTILE_SKIP");
 /// `KLOCK_RT_SPIN`: [`crate::rtmutex::top_waiter_spin`].
 pub(crate) static RT_SPIN: Switch = Switch::new("KLOCK_RT_SPIN");
 /// `KLOCK_RT_USER_WAIT`: [`crate::rtmutex::user_wait`].

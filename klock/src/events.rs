@@ -199,6 +199,9 @@ lock_events! {
         /// The adaptive test found sleeping faster: no owner spinning for
         /// the next run (250 ms–2 s).
         MutexAdaptNoSpin = "adapt_nospin",
+        /// Did not spin: this lock's recent spins mostly ran out of their
+        /// budget ([`crate::mutex::futile_skip`]).
+        MutexSpinSkipFutile = "spin_skip_futile",
     }
 
     /// The priority-inheritance mutex ([`crate::rtmutex`]).

@@ -31,7 +31,10 @@
 //!   average (weight 1/8) of how long *successful* spins took; the budget is
 //!   twice that average, at least the base and at most
 //!   [`MAX_BUDGET_FACTOR`] × base — the glibc adaptive-mutex rule, in time
-//!   instead of iteration counts.
+//!   instead of iteration counts. In the same word, a score of spins that
+//!   ran out of their budget, with which a mutex skips spinning for a while
+//!   when most of its spins are futile ([`SpinStats::futile`],
+//!   [`crate::mutex::futile_skip`]).
 //! * Spin at all only if more than one CPU is online ([`spinning_useful`]).
 //! * [`BudgetOracle::should_yield`]: the spinner was migrated (its CPU
 //!   number changed since [`OnCpu::spin_begin`]), which also means it was
@@ -469,19 +472,35 @@ mod calibrate {
     }
 }
 
-/// Per-lock adaptive spin budget: a moving average of how long successful
-/// spins took (4 bytes, kept in the lock). Statistics, not
+/// Per-lock adaptive spin budget (4 bytes, kept in the lock): a moving
+/// average of how long successful spins took, and a score of spins that
+/// ran out of their budget ([`futile`](Self::futile)). Statistics, not
 /// synchronisation: plain relaxed accesses, racing updates may be lost.
+///
+/// The word: bits 0..24 the average in ns (saturating at ~16.7 ms, far
+/// above any budget), bits 24..32 the futility score.
 #[derive(Debug, Default)]
 pub struct SpinStats {
-    avg_ns: AtomicU32,
+    word: AtomicU32,
 }
+
+/// Bits of [`SpinStats`]' word that hold the average.
+const AVG_BITS: u32 = 24;
+const AVG_MASK: u32 = (1 << AVG_BITS) - 1;
+
+/// Net failed spins (each failure +1, each success −2) after which a lock
+/// stops spinning for [`FUTILE_SKIPS`] acquisitions.
+pub const FUTILE_LIMIT: u32 = 8;
+/// How many spins a lock skips once its spins have proved futile; then one
+/// spin probes again (a failure skips as many again, a success counts
+/// down the score).
+pub const FUTILE_SKIPS: u32 = 32;
 
 impl SpinStats {
     /// No history yet: the budget starts at the base.
     pub const fn new() -> Self {
         Self {
-            avg_ns: AtomicU32::new(0),
+            word: AtomicU32::new(0),
         }
     }
 
@@ -490,21 +509,75 @@ impl SpinStats {
     #[inline]
     pub fn budget_ns(&self) -> u64 {
         let base = base_spin_ns();
-        (2 * u64::from(self.avg_ns.load(Relaxed))).clamp(base, MAX_BUDGET_FACTOR * base)
+        (2 * u64::from(self.average_ns())).clamp(base, MAX_BUDGET_FACTOR * base)
     }
 
-    /// A spin succeeded after `ns`: fold it into the average (weight 1/8).
+    /// A spin succeeded after `ns`: fold it into the average (weight 1/8),
+    /// and count the score down by two (a lock whose spins succeed at
+    /// least a third of the time never reaches [`FUTILE_LIMIT`]).
     #[inline]
     pub fn record_success(&self, ns: u64) {
-        let ns = ns.min(u64::from(u32::MAX)) as i64;
-        let avg = i64::from(self.avg_ns.load(Relaxed));
-        let new = avg + (ns - avg) / 8;
-        self.avg_ns.store(new.max(0) as u32, Relaxed);
+        let w = self.word.load(Relaxed);
+        let ns = ns.min(u64::from(AVG_MASK)) as i64;
+        let avg = i64::from(w & AVG_MASK);
+        let new = (avg + (ns - avg) / 8).clamp(0, i64::from(AVG_MASK)) as u32;
+        let score = w >> AVG_BITS;
+        // A success while skipping (a spin begun before) leaves the skips.
+        let score = if score < FUTILE_LIMIT {
+            score.saturating_sub(2)
+        } else {
+            score
+        };
+        self.word.store(score << AVG_BITS | new, Relaxed);
+    }
+
+    /// A spin ran out of its budget without the lock: the time was lost.
+    /// After [`FUTILE_LIMIT`] net failures the lock skips its next
+    /// [`FUTILE_SKIPS`] spins ([`futile`](Self::futile)).
+    #[inline]
+    pub fn record_failure(&self) {
+        let w = self.word.load(Relaxed);
+        let score = w >> AVG_BITS;
+        let score = match score + 1 {
+            s if s < FUTILE_LIMIT => s,
+            // Reached: skip. Already skipping (a spin begun before): keep
+            // the count.
+            s if s == FUTILE_LIMIT => FUTILE_LIMIT + FUTILE_SKIPS,
+            _ => score,
+        };
+        self.word.store(score << AVG_BITS | (w & AVG_MASK), Relaxed);
+    }
+
+    /// Whether a spin should be skipped now because this lock's recent
+    /// spins ran out of their budget. Each `true` uses up one skip; after
+    /// the last one the score sits one failure below the limit, so the next
+    /// spin probes: if it fails too, the lock skips again.
+    #[inline]
+    pub fn futile(&self) -> bool {
+        let w = self.word.load(Relaxed);
+        let score = w >> AVG_BITS;
+        if score <= FUTILE_LIMIT {
+            return false;
+        }
+        let left = if score == FUTILE_LIMIT + 1 {
+            FUTILE_LIMIT - 1
+        } else {
+            score - 1
+        };
+        self.word.store(left << AVG_BITS | (w & AVG_MASK), Relaxed);
+        true
     }
 
     /// The current average of successful spin times, in ns.
+    #[inline]
     pub fn average_ns(&self) -> u32 {
-        self.avg_ns.load(Relaxed)
+        self.word.load(Relaxed) & AVG_MASK
+    }
+
+    /// The futility score: below [`FUTILE_LIMIT`], net failed spins; above
+    /// it, [`FUTILE_LIMIT`] + the spins left to skip.
+    pub fn futility(&self) -> u32 {
+        self.word.load(Relaxed) >> AVG_BITS
     }
 }
 
@@ -541,6 +614,52 @@ mod tests {
         }
         assert_eq!(s.budget_ns(), base);
         assert!(s.average_ns() < 100);
+    }
+
+    #[test]
+    fn futile_spins_are_skipped_then_probed() {
+        let s = SpinStats::new();
+        s.record_success(3_000);
+        let avg = s.average_ns();
+        // Failures below the limit: keep spinning.
+        for _ in 0..FUTILE_LIMIT - 1 {
+            s.record_failure();
+            assert!(!s.futile());
+        }
+        // One success counts two failures back.
+        s.record_success(3_000);
+        s.record_failure();
+        s.record_failure();
+        assert!(!s.futile());
+        s.record_failure();
+        assert_eq!(s.futility(), FUTILE_LIMIT + FUTILE_SKIPS);
+        for _ in 0..FUTILE_SKIPS {
+            assert!(s.futile());
+        }
+        // The probe spins; it fails: skip again.
+        assert!(!s.futile());
+        s.record_failure();
+        assert!(s.futile());
+        // The average is untouched by all of it.
+        assert!(s.average_ns().abs_diff(avg) < 1_000, "{}", s.average_ns());
+        // A lock whose spins succeed a third of the time never skips.
+        let s = SpinStats::new();
+        for _ in 0..1_000 {
+            s.record_failure();
+            s.record_failure();
+            s.record_success(1_000);
+            assert!(!s.futile());
+        }
+    }
+
+    #[test]
+    fn the_average_saturates_without_touching_the_score() {
+        let s = SpinStats::new();
+        for _ in 0..200 {
+            s.record_success(u64::MAX);
+        }
+        assert!(s.average_ns() >= AVG_MASK - 8, "{}", s.average_ns());
+        assert_eq!(s.futility(), 0);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! in 40 bytes.
 
 use super::slow::count_spin_fail;
-use super::{handoff_ns, owner_spin, LazyWait};
+use super::{futile_skip, handoff_ns, owner_spin, LazyWait};
 use crate::events::{self, Event};
 use crate::oncpu::{self, SpinStats, MAX_OWNER_BUDGETS};
 use crate::osq::Osq;
@@ -458,6 +458,10 @@ impl RawMutexCompact {
     /// queued there; the first waiter spins directly and may take a lock
     /// reserved by HANDOFF.
     fn optimistic_spin(&self, me: u32, waiter: bool, deadline: Option<u64>) -> bool {
+        if futile_skip() && self.spin.futile() {
+            events::inc(Event::MutexSpinSkipFutile);
+            return false;
+        }
         let oracle = oncpu::oracle();
         let owner = self.owner.load(Relaxed) & OWNER_MASK;
         if owner != 0 && owner != me && oracle.owner_running(owner >> C_OWNER_SHIFT) == Some(false)
@@ -483,7 +487,7 @@ impl RawMutexCompact {
                 Some(owner >> C_OWNER_SHIFT)
             };
             if let Err(stop) = spin.poll(asked) {
-                count_spin_fail(stop);
+                count_spin_fail(&self.spin, stop);
                 break false;
             }
             cpu_relax();

@@ -135,7 +135,7 @@
 //! modification order (the lost-wake-up argument needs nothing more), and
 //! the list they describe is protected by `wait_lock`.
 
-use crate::config::{MUTEX_LAZY, OWNER_SPIN as GLOBAL_SPIN};
+use crate::config::{MUTEX_FUTILE_SKIP, MUTEX_LAZY, OWNER_SPIN as GLOBAL_SPIN};
 #[cfg(not(loom))]
 use crate::events::{self, Event};
 use crate::oncpu::{self, SpinStats};
@@ -226,6 +226,41 @@ pub fn owner_spin() -> bool {
 /// /debug/sched_features`). Takes effect at the next slow-path lock.
 pub fn set_owner_spin(on: bool) {
     GLOBAL_SPIN.set(on);
+}
+
+/// Whether a mutex whose recent spins mostly ran out of their budget
+/// skips spinning for a while (the default; a userspace addition to the
+/// kernel's design, in both [`RawMutex`] and [`RawMutexCompact`]). On
+/// unless the environment says `KLOCK_MUTEX_FUTILE_SKIP=0` (read once) or
+/// [`set_futile_skip`]`(false)` was called.
+///
+/// Under the time-budget oracle ([`crate::oncpu`]) a spinner cannot see
+/// that the owner is off its CPU; it learns only when its budget runs
+/// out, and then it has spent the budget (10–20 µs on a virtual machine
+/// whose futex wake-up is slow) for nothing. A program whose critical
+/// sections sleep or yield (sysbench's `threads` test yields inside every
+/// one) makes nearly every spin end that way: 93–99% of them in its
+/// 4-thread cell, which then ran at 0.96x glibc. So each lock keeps a
+/// score in its [`SpinStats`]: a spin that runs
+/// out of its budget adds one, a successful one takes two away; at
+/// [`FUTILE_LIMIT`](crate::oncpu::FUTILE_LIMIT) the lock skips its next
+/// [`FUTILE_SKIPS`](crate::oncpu::FUTILE_SKIPS) spins (the lockers sleep
+/// at once, counted as `spin_skip_futile`), then one spin probes again. A
+/// lock whose spins succeed at least a third of the time never skips:
+/// the `mutex` suite's spins fail a few dozen times a run against
+/// hundreds of thousands of quick successes. An owner that the exact
+/// oracle knows to be off its CPU ends a spin at once, not on the budget,
+/// so the score stays low there.
+#[inline]
+pub fn futile_skip() -> bool {
+    MUTEX_FUTILE_SKIP.get()
+}
+
+/// Turn the skipping of futile spins ([`futile_skip`]) on or off for all
+/// mutexes (the full and the compact one). Takes effect at the next
+/// slow-path lock.
+pub fn set_futile_skip(on: bool) {
+    MUTEX_FUTILE_SKIP.set(on);
 }
 
 /// How long a lazy first waiter sleeps per round before it tries the

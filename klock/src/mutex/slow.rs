@@ -6,11 +6,11 @@
 #[cfg(loom)]
 use super::Probe;
 use super::{
-    handoff_ns, tid_of, LazyWait, RawMutexWith, Waiter, FLAGS, HANDOFF, MAX_OWNER_BUDGETS,
-    OWNER_MASK, PICKUP, WAITERS, WOKEN, WW, W_PARKED, W_WAITING, W_WOKEN,
+    futile_skip, handoff_ns, tid_of, LazyWait, RawMutexWith, Waiter, FLAGS, HANDOFF,
+    MAX_OWNER_BUDGETS, OWNER_MASK, PICKUP, WAITERS, WOKEN, WW, W_PARKED, W_WAITING, W_WOKEN,
 };
 use crate::events::{self, Event};
-use crate::oncpu;
+use crate::oncpu::{self, SpinStats};
 use crate::ownerspin::{OwnerSpin, SpinStop};
 use crate::spin::{cpu_relax, QUICK_POLLS};
 use crate::spinadapt;
@@ -152,6 +152,11 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     /// a lock reserved by `HANDOFF`. Returns whether we got the lock.
     #[inline(never)]
     fn optimistic_spin(&self, me: usize, waiter: bool, deadline: Option<u64>) -> bool {
+        // This lock's recent spins ran out of their budget: sleep at once.
+        if futile_skip() && self.spin.futile() {
+            events::inc(Event::MutexSpinSkipFutile);
+            return false;
+        }
         let oracle = oncpu::oracle();
         // Do not even queue if the owner is known to be off CPU.
         let owner = self.owner.load(Relaxed) & OWNER_MASK;
@@ -206,7 +211,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
                 events::inc(Event::MutexOsqUnqueue);
                 #[cfg(loom)]
                 Probe::hit(&self.probe.osq_unqueues);
-                count_spin_fail(spin.queued_stop());
+                count_spin_fail(&self.spin, spin.queued_stop());
                 return false;
             }
         }
@@ -241,7 +246,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
                 true
             }
             Err(stop) => {
-                count_spin_fail(stop);
+                count_spin_fail(&self.spin, stop);
                 false
             }
         }
@@ -585,8 +590,13 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     }
 }
 
-/// Count why optimistic spinning stopped (also the compact mutex's).
-pub(super) fn count_spin_fail(stop: SpinStop) {
+/// Count why optimistic spinning stopped (also the compact mutex's), and
+/// tell the lock's statistics when the spin ran out of its budget (see
+/// [`super::futile_skip`]).
+pub(super) fn count_spin_fail(stats: &SpinStats, stop: SpinStop) {
+    if stop == SpinStop::Budget {
+        stats.record_failure();
+    }
     events::inc(match stop {
         SpinStop::OwnerSleeping => Event::MutexSpinFailOwnerSleeping,
         SpinStop::Budget => Event::MutexSpinFailBudget,

@@ -1,0 +1,106 @@
+//! A mutex whose spins keep running out of their budget stops spinning for
+//! a while ([`klock::mutex::futile_skip`]), in the full and the compact
+//! mutex; with the switch off it keeps spinning. A file of its own: the
+//! event counters and the switch are process-wide.
+#![cfg(not(loom))]
+
+use klock::events::{self, Event};
+use klock::mutex::{RawMutexCompact, OWNER_SPIN};
+use klock::oncpu::{self, OracleKind, FUTILE_LIMIT, FUTILE_SKIPS};
+use klock::MutexWith;
+use lock_api::RawMutex as _;
+use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+/// Holds far longer than any budget (at most 8 × 20 µs, times 4 owners).
+const HOLD: Duration = Duration::from_millis(1);
+/// Rounds: enough to reach the limit and use some skips, and a margin
+/// for spins that stop because the spinner was migrated (not a budget).
+const ROUNDS: u32 = 2 * FUTILE_LIMIT + 8;
+
+/// `ROUNDS` times: the main thread takes the lock, a second thread tries
+/// it (spins, or skips, then sleeps), the main thread busy-holds it for
+/// [`HOLD`] and releases it. `lock`/`unlock` drive the mutex under test.
+fn rounds<G>(lock: &(dyn Fn() -> G + Sync), unlock: &(dyn Fn(G) + Sync)) {
+    let step = AtomicU32::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for r in 1..=ROUNDS {
+                while step.load(SeqCst) != 2 * r - 1 {
+                    std::hint::spin_loop();
+                }
+                let g = lock();
+                unlock(g);
+                step.store(2 * r, SeqCst);
+            }
+        });
+        for r in 1..=ROUNDS {
+            let g = lock();
+            step.store(2 * r - 1, SeqCst);
+            // Busy: the owner runs all along, as a long critical section
+            // on a CPU would.
+            let t0 = Instant::now();
+            while t0.elapsed() < HOLD {
+                std::hint::spin_loop();
+            }
+            unlock(g);
+            let t0 = Instant::now();
+            while step.load(SeqCst) != 2 * r {
+                assert!(t0.elapsed() < Duration::from_secs(20), "round {r} hangs");
+                std::thread::yield_now();
+            }
+        }
+    });
+}
+
+fn skips() -> u64 {
+    events::read(Event::MutexSpinSkipFutile)
+}
+
+#[test]
+fn spins_that_run_out_of_budget_are_skipped_for_a_while() {
+    if !events::enabled() || klock::sys::online_cpus() < 2 {
+        eprintln!("skipped: needs the `events` feature and two CPUs");
+        return;
+    }
+    // The budget oracle: the exact one would let the spinner spin on a
+    // running owner past its budget.
+    oncpu::use_oracle(OracleKind::Budget).unwrap();
+    klock::spinadapt::set_enabled(false);
+    klock::mutex::set_owner_spin(true);
+
+    // The full mutex: its score climbs to the limit, then it skips.
+    klock::mutex::set_futile_skip(true);
+    let m = MutexWith::<OWNER_SPIN, ()>::new(());
+    // SAFETY (raw accesses): each unlock follows the same thread's lock.
+    let raw = unsafe { m.raw() };
+    let s0 = skips();
+    rounds(&|| raw.lock(), &|g| unsafe { raw.unlock(g) });
+    assert!(skips() > s0, "the full mutex never skipped a futile spin");
+    // Still skipping: fewer rounds were left than skips.
+    let score = raw.spin_stats().futility();
+    assert!(score > FUTILE_LIMIT, "score {score}");
+
+    // The compact mutex, the same way.
+    let c = RawMutexCompact::new();
+    let s0 = skips();
+    // SAFETY: each unlock follows the same thread's lock.
+    rounds(&|| c.lock(), &|()| unsafe { c.unlock() });
+    assert!(
+        skips() > s0,
+        "the compact mutex never skipped a futile spin"
+    );
+
+    // Switched off: the same rounds never skip, and a full score stays
+    // unused.
+    klock::mutex::set_futile_skip(false);
+    let m = MutexWith::<OWNER_SPIN, ()>::new(());
+    // SAFETY: as above.
+    let raw = unsafe { m.raw() };
+    let s0 = skips();
+    rounds(&|| raw.lock(), &|g| unsafe { raw.unlock(g) });
+    assert_eq!(skips(), s0, "skipped with the switch off");
+    let score = raw.spin_stats().futility();
+    assert_eq!(score, FUTILE_LIMIT + FUTILE_SKIPS, "score {score}");
+    klock::mutex::set_futile_skip(true);
+}
