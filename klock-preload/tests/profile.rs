@@ -620,3 +620,56 @@ fn a_stripped_program_is_named_from_its_separate_debug_file() {
         "{err}"
     );
 }
+
+/// A stripped program without a build id is named from the debug file its
+/// `.gnu_debuglink` names, in `.debug/` beside it, and only while that
+/// file's CRC-32 is the one the link records.
+#[test]
+fn a_stripped_program_is_named_from_its_debuglink() {
+    let so = common::build_preload();
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let full = compile_as("debuglink_full", &["-Wl,--build-id=none"]);
+    let dir = tmp.join(".debug");
+    std::fs::create_dir_all(&dir).expect("create .debug");
+    let debug = dir.join("klock_profile_test_debuglink.debug");
+    binutil(
+        "objcopy",
+        &[
+            "--only-keep-debug".as_ref(),
+            full.as_os_str(),
+            debug.as_os_str(),
+        ],
+    );
+    let stripped = tmp.join("klock_profile_test_debuglink_stripped");
+    binutil(
+        "strip",
+        &[full.as_os_str(), "-o".as_ref(), stripped.as_os_str()],
+    );
+    let mut link = std::ffi::OsString::from("--add-gnu-debuglink=");
+    link.push(&debug);
+    binutil("objcopy", &[link.as_os_str(), stripped.as_os_str()]);
+    let site = || {
+        // No global debug directory: only the link can name it.
+        let env = [
+            ("KLOCK_STAT", "1"),
+            ("KLOCK_STAT_DEBUG_DIR", "/nonexistent"),
+        ];
+        let o = run_mode(&stripped, &so, ITERATIONS, "", &env);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{}\n{err}", o.status);
+        (hot_row(&profiles(&err)[0])[10].clone(), err)
+    };
+    let (named, err) = site();
+    assert!(named.starts_with("hot_worker_lock+0x"), "{err}");
+    // A debug file that is not the one linked (a byte appended: it still
+    // parses, and names the function, but its CRC differs): the object
+    // and offset, as without one.
+    let mut bytes = std::fs::read(&debug).expect("read the debug file");
+    bytes.push(0);
+    std::fs::write(&debug, bytes).expect("write the debug file");
+    let (plain, err) = site();
+    assert!(
+        plain.starts_with(&format!("{}+0x", stripped.display())),
+        "{err}"
+    );
+}

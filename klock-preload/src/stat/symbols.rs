@@ -14,7 +14,10 @@
 //! where the distribution installs one (`apt install memcached-dbgsym`):
 //! `/usr/lib/debug/.build-id/xx/yyyy.debug`, named by the object's build
 //! id (`KLOCK_STAT_DEBUG_DIR` names another directory than
-//! `/usr/lib/debug`).
+//! `/usr/lib/debug`); or, for an object without one there, the file its
+//! `.gnu_debuglink` section names (as `objcopy --add-gnu-debuglink`
+//! writes it), looked for where the GNU tools look and taken only if its
+//! CRC-32 is the one the link records.
 //!
 //! The same report writes C++ names as the program's source does
 //! (`server::Cache::lookup`, without the parameters) instead of as the
@@ -140,13 +143,12 @@ fn load(fname: usize, fbase: usize) -> Option<Functions> {
     if list.is_empty() {
         // Stripped: its separate debug file, if one is installed, has the
         // symbol table, at the same addresses.
-        let id = file.build_id().ok()??;
-        let data = ReadCache::new(std::fs::File::open(debug_file(id)?).ok()?);
-        let debug = ElfFile64::<Endianness, _>::parse(&data).ok()?;
-        if debug.build_id().ok()? != Some(id) {
-            return None;
-        }
-        list = functions(&debug);
+        let real = if main {
+            std::fs::read_link(path).ok()?
+        } else {
+            path.to_path_buf()
+        };
+        list = separate_functions(&file, &real).unwrap_or_default();
     }
     if list.is_empty() {
         return None;
@@ -163,6 +165,59 @@ fn functions<'data, R: object::ReadRef<'data>>(
         .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
         .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.to_string())))
         .collect()
+}
+
+/// The functions of a stripped object's separate debug file: the one its
+/// build id names ([`debug_file`]), else the one its `.gnu_debuglink`
+/// names ([`debuglink_paths`]) whose CRC-32 is the one the link records.
+fn separate_functions<'data, R: object::ReadRef<'data>>(
+    file: &ElfFile64<'data, Endianness, R>,
+    path: &std::path::Path,
+) -> Option<Vec<(u64, u64, String)>> {
+    if let Some(id) = file.build_id().ok().flatten() {
+        let found = debug_file(id).and_then(|p| {
+            let data = ReadCache::new(std::fs::File::open(p).ok()?);
+            let debug = ElfFile64::<Endianness, _>::parse(&data).ok()?;
+            (debug.build_id().ok()? == Some(id)).then(|| functions(&debug))
+        });
+        if found.is_some() {
+            return found;
+        }
+    }
+    let (name, crc) = file.gnu_debuglink().ok()??;
+    debuglink_paths(path, name).into_iter().find_map(|p| {
+        let bytes = std::fs::read(p).ok()?;
+        if crc32fast::hash(&bytes) != crc {
+            return None;
+        }
+        let debug = ElfFile64::<Endianness, _>::parse(&*bytes).ok()?;
+        Some(functions(&debug))
+    })
+}
+
+/// Where a debug file named `name` by the `.gnu_debuglink` of the object
+/// at `path` may be, in the order the GNU tools look: beside the object,
+/// in `.debug/` beside it, and under the debug directory
+/// (`KLOCK_STAT_DEBUG_DIR` or `/usr/lib/debug`) at the object's directory
+/// (`/usr/lib/debug/usr/bin/NAME` for `/usr/bin/server`).
+fn debuglink_paths(path: &std::path::Path, name: &[u8]) -> Vec<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::OsStr::from_bytes(name);
+    // A bare file name only: the link must not lead elsewhere.
+    if name.is_empty() || name.as_bytes().contains(&b'/') {
+        return Vec::new();
+    }
+    let Some(dir) = path.parent() else {
+        return Vec::new();
+    };
+    let global =
+        std::env::var_os("KLOCK_STAT_DEBUG_DIR").unwrap_or_else(|| "/usr/lib/debug".into());
+    let under = std::path::Path::new(&global).join(dir.strip_prefix("/").unwrap_or(dir));
+    vec![
+        dir.join(name),
+        dir.join(".debug").join(name),
+        under.join(name),
+    ]
 }
 
 /// Where the separate debug file of the object with build id `id` is
