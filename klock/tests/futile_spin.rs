@@ -1,27 +1,32 @@
 //! A mutex whose spins keep running out of their budget stops spinning for
 //! a while ([`klock::mutex::futile_skip`]), in the full and the compact
-//! mutex; with the switch off it keeps spinning. A file of its own: the
+//! mutex; the kernel's mode (`OWNER_SPIN_FIXED`), and any mutex with the
+//! switch off, keeps spinning. A file of its own: the
 //! event counters and the switch are process-wide.
 #![cfg(not(loom))]
 
 use klock::events::{self, Event};
-use klock::mutex::{RawMutexCompact, OWNER_SPIN};
+use klock::mutex::{RawMutexCompact, C_WAITERS, OWNER_SPIN, OWNER_SPIN_FIXED, WAITERS};
 use klock::oncpu::{self, OracleKind, FUTILE_LIMIT, FUTILE_SKIPS};
 use klock::MutexWith;
 use lock_api::RawMutex as _;
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
-/// Holds far longer than any budget (at most 8 × 20 µs, times 4 owners).
-const HOLD: Duration = Duration::from_millis(1);
 /// Rounds: enough to reach the limit and use some skips, and a margin
 /// for spins that stop because the spinner was migrated (not a budget).
 const ROUNDS: u32 = 2 * FUTILE_LIMIT + 8;
 
 /// `ROUNDS` times: the main thread takes the lock, a second thread tries
-/// it (spins, or skips, then sleeps), the main thread busy-holds it for
-/// [`HOLD`] and releases it. `lock`/`unlock` drive the mutex under test.
-fn rounds<G>(lock: &(dyn Fn() -> G + Sync), unlock: &(dyn Fn(G) + Sync)) {
+/// it, and the main thread, running all along (as a long critical section
+/// on a CPU would), releases it only once the second one has queued to
+/// sleep: its spin, if it spun, ran out of its budget. `lock`/`unlock`
+/// drive the mutex under test, `queued` says whether a waiter sleeps.
+fn rounds<G>(
+    lock: &(dyn Fn() -> G + Sync),
+    unlock: &(dyn Fn(G) + Sync),
+    queued: &(dyn Fn() -> bool + Sync),
+) {
     let step = AtomicU32::new(0);
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -37,20 +42,37 @@ fn rounds<G>(lock: &(dyn Fn() -> G + Sync), unlock: &(dyn Fn(G) + Sync)) {
         for r in 1..=ROUNDS {
             let g = lock();
             step.store(2 * r - 1, SeqCst);
-            // Busy: the owner runs all along, as a long critical section
-            // on a CPU would.
             let t0 = Instant::now();
-            while t0.elapsed() < HOLD {
+            while !queued() {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(20),
+                    "round {r}: never queued"
+                );
                 std::hint::spin_loop();
             }
             unlock(g);
-            let t0 = Instant::now();
             while step.load(SeqCst) != 2 * r {
                 assert!(t0.elapsed() < Duration::from_secs(20), "round {r} hangs");
                 std::thread::yield_now();
             }
         }
     });
+}
+
+/// The spin events so far, for a failure's message.
+fn spin_events() -> String {
+    [
+        Event::MutexSpinSuccess,
+        Event::MutexSpinFailBudget,
+        Event::MutexSpinFailYield,
+        Event::MutexSpinFailOwnerSleeping,
+        Event::MutexSpinFailCrowded,
+        Event::MutexSleep,
+    ]
+    .iter()
+    .map(|&e| format!("{e:?}={}", events::read(e)))
+    .collect::<Vec<_>>()
+    .join(" ")
 }
 
 fn skips() -> u64 {
@@ -75,8 +97,14 @@ fn spins_that_run_out_of_budget_are_skipped_for_a_while() {
     // SAFETY (raw accesses): each unlock follows the same thread's lock.
     let raw = unsafe { m.raw() };
     let s0 = skips();
-    rounds(&|| raw.lock(), &|g| unsafe { raw.unlock(g) });
-    assert!(skips() > s0, "the full mutex never skipped a futile spin");
+    rounds(&|| raw.lock(), &|g| unsafe { raw.unlock(g) }, &|| {
+        raw.word() & WAITERS != 0
+    });
+    assert!(
+        skips() > s0,
+        "the full mutex never skipped a futile spin: {}",
+        spin_events()
+    );
     // Still skipping: fewer rounds were left than skips.
     let score = raw.spin_stats().futility();
     assert!(score > FUTILE_LIMIT, "score {score}");
@@ -85,11 +113,24 @@ fn spins_that_run_out_of_budget_are_skipped_for_a_while() {
     let c = RawMutexCompact::new();
     let s0 = skips();
     // SAFETY: each unlock follows the same thread's lock.
-    rounds(&|| c.lock(), &|()| unsafe { c.unlock() });
+    rounds(&|| c.lock(), &|()| unsafe { c.unlock() }, &|| {
+        c.word() & C_WAITERS != 0
+    });
     assert!(
         skips() > s0,
         "the compact mutex never skipped a futile spin"
     );
+
+    // The kernel's mode never skips: its score fills up unused.
+    let m = MutexWith::<OWNER_SPIN_FIXED, ()>::new(());
+    // SAFETY: as above.
+    let raw = unsafe { m.raw() };
+    let s0 = skips();
+    rounds(&|| raw.lock(), &|g| unsafe { raw.unlock(g) }, &|| {
+        raw.word() & WAITERS != 0
+    });
+    assert_eq!(skips(), s0, "OWNER_SPIN_FIXED skipped a spin");
+    assert!(raw.spin_stats().futility() > FUTILE_LIMIT);
 
     // Switched off: the same rounds never skip, and a full score stays
     // unused.
@@ -98,7 +139,9 @@ fn spins_that_run_out_of_budget_are_skipped_for_a_while() {
     // SAFETY: as above.
     let raw = unsafe { m.raw() };
     let s0 = skips();
-    rounds(&|| raw.lock(), &|g| unsafe { raw.unlock(g) });
+    rounds(&|| raw.lock(), &|g| unsafe { raw.unlock(g) }, &|| {
+        raw.word() & WAITERS != 0
+    });
     assert_eq!(skips(), s0, "skipped with the switch off");
     let score = raw.spin_stats().futility();
     assert_eq!(score, FUTILE_LIMIT + FUTILE_SKIPS, "score {score}");

@@ -230,7 +230,9 @@ pub fn set_owner_spin(on: bool) {
 
 /// Whether a mutex whose recent spins mostly ran out of their budget
 /// skips spinning for a while (the default; a userspace addition to the
-/// kernel's design, in both [`RawMutex`] and [`RawMutexCompact`]). On
+/// kernel's design, in [`RawMutexCompact`] and in the modes of
+/// [`RawMutexWith`] that run the adaptive test, [`OWNER_SPIN`] and
+/// [`OWNER_SPIN_GLOBAL`]; [`OWNER_SPIN_FIXED`] spins as the kernel does). On
 /// unless the environment says `KLOCK_MUTEX_FUTILE_SKIP=0` (read once) or
 /// [`set_futile_skip`]`(false)` was called.
 ///

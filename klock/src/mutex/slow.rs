@@ -153,7 +153,9 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     #[inline(never)]
     fn optimistic_spin(&self, me: usize, waiter: bool, deadline: Option<u64>) -> bool {
         // This lock's recent spins ran out of their budget: sleep at once.
-        if futile_skip() && self.spin.futile() {
+        // Only in the modes that adapt; `OWNER_SPIN_FIXED` spins as the
+        // kernel does.
+        if Self::ADAPTS && futile_skip() && self.spin.futile() {
             events::inc(Event::MutexSpinSkipFutile);
             return false;
         }
