@@ -567,6 +567,23 @@ fn binutil(tool: &str, args: &[&std::ffi::OsStr]) {
     assert!(status.success(), "{tool} {args:?} failed");
 }
 
+/// Split the program `full` as a distribution's build does: its debug
+/// information alone into `debug`, and a stripped copy into `stripped`.
+fn split_debug(full: &Path, debug: &Path, stripped: &Path) {
+    binutil(
+        "objcopy",
+        &[
+            "--only-keep-debug".as_ref(),
+            full.as_os_str(),
+            debug.as_os_str(),
+        ],
+    );
+    binutil(
+        "strip",
+        &[full.as_os_str(), "-o".as_ref(), stripped.as_os_str()],
+    );
+}
+
 #[test]
 fn a_stripped_program_is_named_from_its_separate_debug_file() {
     use object::{Object, ReadCache};
@@ -588,19 +605,8 @@ fn a_stripped_program_is_named_from_its_separate_debug_file() {
     let sub = dir.join(".build-id").join(&id[..2]);
     std::fs::create_dir_all(&sub).expect("create the debug directory");
     let debug = sub.join(format!("{}.debug", &id[2..]));
-    binutil(
-        "objcopy",
-        &[
-            "--only-keep-debug".as_ref(),
-            full.as_os_str(),
-            debug.as_os_str(),
-        ],
-    );
     let stripped = tmp.join("klock_profile_test_debug_stripped");
-    binutil(
-        "strip",
-        &[full.as_os_str(), "-o".as_ref(), stripped.as_os_str()],
-    );
+    split_debug(&full, &debug, &stripped);
     let site = |env: &[(&str, &str)]| {
         let o = run_mode(&stripped, &so, ITERATIONS, "", env);
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -632,19 +638,8 @@ fn a_stripped_program_is_named_from_its_debuglink() {
     let dir = tmp.join(".debug");
     std::fs::create_dir_all(&dir).expect("create .debug");
     let debug = dir.join("klock_profile_test_debuglink.debug");
-    binutil(
-        "objcopy",
-        &[
-            "--only-keep-debug".as_ref(),
-            full.as_os_str(),
-            debug.as_os_str(),
-        ],
-    );
     let stripped = tmp.join("klock_profile_test_debuglink_stripped");
-    binutil(
-        "strip",
-        &[full.as_os_str(), "-o".as_ref(), stripped.as_os_str()],
-    );
+    split_debug(&full, &debug, &stripped);
     let mut link = std::ffi::OsString::from("--add-gnu-debuglink=");
     link.push(&debug);
     binutil("objcopy", &[link.as_os_str(), stripped.as_os_str()]);

@@ -91,22 +91,15 @@ fn spins_that_run_out_of_budget_are_skipped_for_a_while() {
     klock::spinadapt::set_enabled(false);
     klock::mutex::set_owner_spin(true);
 
-    // The full mutex: its score climbs to the limit, then it skips.
+    // The full mutex: its score climbs to the limit, then it skips; still
+    // skipping at the end (fewer rounds were left than skips).
     klock::mutex::set_futile_skip(true);
-    let m = MutexWith::<OWNER_SPIN, ()>::new(());
-    // SAFETY (raw accesses): each unlock follows the same thread's lock.
-    let raw = unsafe { m.raw() };
-    let s0 = skips();
-    rounds(&|| raw.lock(), &|g| unsafe { raw.unlock(g) }, &|| {
-        raw.word() & WAITERS != 0
-    });
+    let (skipped, score) = full_mutex_rounds::<OWNER_SPIN>();
     assert!(
-        skips() > s0,
+        skipped > 0,
         "the full mutex never skipped a futile spin: {}",
         spin_events()
     );
-    // Still skipping: fewer rounds were left than skips.
-    let score = raw.spin_stats().futility();
     assert!(score > FUTILE_LIMIT, "score {score}");
 
     // The compact mutex, the same way.
@@ -122,28 +115,28 @@ fn spins_that_run_out_of_budget_are_skipped_for_a_while() {
     );
 
     // The kernel's mode never skips: its score fills up unused.
-    let m = MutexWith::<OWNER_SPIN_FIXED, ()>::new(());
-    // SAFETY: as above.
-    let raw = unsafe { m.raw() };
-    let s0 = skips();
-    rounds(&|| raw.lock(), &|g| unsafe { raw.unlock(g) }, &|| {
-        raw.word() & WAITERS != 0
-    });
-    assert_eq!(skips(), s0, "OWNER_SPIN_FIXED skipped a spin");
-    assert!(raw.spin_stats().futility() > FUTILE_LIMIT);
+    let (skipped, score) = full_mutex_rounds::<OWNER_SPIN_FIXED>();
+    assert_eq!(skipped, 0, "OWNER_SPIN_FIXED skipped a spin");
+    assert!(score > FUTILE_LIMIT, "score {score}");
 
     // Switched off: the same rounds never skip, and a full score stays
     // unused.
     klock::mutex::set_futile_skip(false);
-    let m = MutexWith::<OWNER_SPIN, ()>::new(());
-    // SAFETY: as above.
+    let (skipped, score) = full_mutex_rounds::<OWNER_SPIN>();
+    klock::mutex::set_futile_skip(true);
+    assert_eq!(skipped, 0, "skipped with the switch off");
+    assert_eq!(score, FUTILE_LIMIT + FUTILE_SKIPS, "score {score}");
+}
+
+/// [`rounds`] on a fresh full mutex of mode `SPIN`: the spins skipped, and
+/// the lock's futility score after them.
+fn full_mutex_rounds<const SPIN: u8>() -> (u64, u32) {
+    let m = MutexWith::<SPIN, ()>::new(());
+    // SAFETY (raw accesses): each unlock follows the same thread's lock.
     let raw = unsafe { m.raw() };
     let s0 = skips();
     rounds(&|| raw.lock(), &|g| unsafe { raw.unlock(g) }, &|| {
         raw.word() & WAITERS != 0
     });
-    assert_eq!(skips(), s0, "skipped with the switch off");
-    let score = raw.spin_stats().futility();
-    assert_eq!(score, FUTILE_LIMIT + FUTILE_SKIPS, "score {score}");
-    klock::mutex::set_futile_skip(true);
+    (skips() - s0, raw.spin_stats().futility())
 }
