@@ -489,7 +489,7 @@ const AVG_BITS: u32 = 24;
 const AVG_MASK: u32 = (1 << AVG_BITS) - 1;
 
 /// Net failed spins (each failure +1, each success −2) after which a lock
-/// stops spinning for [`FUTILE_SKIPS`] acquisitions.
+/// skips its next [`FUTILE_SKIPS`] spins.
 pub const FUTILE_LIMIT: u32 = 8;
 /// How many spins a lock skips once its spins have proved futile; then one
 /// spin probes again (a failure skips as many again, a success counts
