@@ -182,6 +182,10 @@ lock_events! {
         MutexOsqUnqueue = "osq_unqueue",
         /// A waiter went to sleep on its futex word.
         MutexSleep = "sleep",
+        /// Of those sleeps, one by a first waiter that an unlock had
+        /// already woken and that lost the lock to another thread (a lazy
+        /// round on a timer, or until woken again).
+        MutexSleepAgain = "sleep_again",
         /// An unlocker (or a leaving waiter) woke a sleeping first waiter.
         MutexWake = "wake",
         /// A first waiter woken by an unlock lost the lock to a thread

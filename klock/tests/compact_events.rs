@@ -1,7 +1,8 @@
 //! The compact mutex (the one inside `libklock_preload.so`'s
 //! `pthread_mutex_t`) counts its slow paths in `klock::events` as the full
-//! mutex does. A file of its own: the counters are process-wide, and no
-//! other test runs beside this one to bump them.
+//! mutex does. A file of its own: the counters are process-wide; the tests
+//! here only compare them before and after (they only grow), so they may
+//! run beside each other.
 #![cfg(not(loom))]
 
 use klock::events::{self, Event};
@@ -65,4 +66,48 @@ fn the_compact_mutex_counts_sleeps_wakes_and_spins() {
             });
         }
     }
+}
+
+/// A first waiter that an unlock woke, and that then lost the lock to the
+/// unlocker taking it straight back, sleeps again: counted as
+/// `sleep_again` as well as `sleep`.
+#[test]
+fn a_woken_waiter_that_loses_the_lock_is_counted_sleeping_again() {
+    if !events::enabled() {
+        eprintln!("skipped: klock built without the `events` feature");
+        return;
+    }
+    let again0 = events::read(Event::MutexSleepAgain);
+    let m = RawMutexCompact::new();
+    let t0 = Instant::now();
+    // The waiter usually wakes after the unlocker has taken the lock
+    // back; when it wins the race instead, try again.
+    while events::read(Event::MutexSleepAgain) == again0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no second sleep counted"
+        );
+        m.lock();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                m.lock();
+                // SAFETY: we hold it.
+                unsafe { m.unlock() };
+            });
+            let t1 = Instant::now();
+            while m.word() & C_WAITERS == 0 {
+                assert!(t1.elapsed() < Duration::from_secs(20), "never queued");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+            // SAFETY: the main thread holds it; the unlock wakes the
+            // waiter, and the lock is taken back before it runs.
+            unsafe { m.unlock() };
+            m.lock();
+            std::thread::sleep(Duration::from_millis(5));
+            // SAFETY: as above.
+            unsafe { m.unlock() };
+        });
+    }
+    assert!(events::read(Event::MutexSleep) >= events::read(Event::MutexSleepAgain));
 }

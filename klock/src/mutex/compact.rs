@@ -534,6 +534,8 @@ impl RawMutexCompact {
         let mut first = false;
         let mut handoff_set = false;
         let mut lazy = self.lazy_wait();
+        // An unlock has woken us at least once (for `MutexSleepAgain`).
+        let mut was_woken = false;
         let acquired = loop {
             if !first {
                 first = unsafe { self.list_head() } == wp;
@@ -573,8 +575,12 @@ impl RawMutexCompact {
             unsafe { self.wait_lock.unlock() };
             if park(&waiter.state, None, lazy.park_deadline(deadline), false) {
                 events::inc(Event::MutexSleep);
+                if was_woken {
+                    events::inc(Event::MutexSleepAgain);
+                }
             }
             let woken = waiter.state.load(Relaxed) == W_WOKEN;
+            was_woken |= woken;
             // Only the first waiter is ever woken, and it stays first.
             if !first && woken {
                 first = true;

@@ -292,6 +292,8 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         let mut first = false;
         let mut handoff_set = false;
         let mut lazy = self.lazy_wait();
+        // An unlock has woken us at least once (for `MutexSleepAgain`).
+        let mut was_woken = false;
 
         let acquired = loop {
             // Holding wait_lock here.
@@ -333,6 +335,9 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
 
             if park(&waiter.state, None, lazy.park_deadline(deadline), false) {
                 events::inc(Event::MutexSleep);
+                if was_woken {
+                    events::inc(Event::MutexSleepAgain);
+                }
                 #[cfg(loom)]
                 Probe::hit(&self.probe.sleeps);
             }
@@ -340,6 +345,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             // Only the first waiter is ever woken, and it stays first
             // (waiters ahead of it can only leave).
             let woken = waiter.state.load(Relaxed) == W_WOKEN;
+            was_woken |= woken;
             if !first && woken {
                 first = true;
             }
