@@ -520,7 +520,8 @@ impl SpinStats {
         let w = self.word.load(Relaxed);
         let ns = ns.min(u64::from(AVG_MASK)) as i64;
         let avg = i64::from(w & AVG_MASK);
-        let new = (avg + (ns - avg) / 8).clamp(0, i64::from(AVG_MASK)) as u32;
+        // Between `avg` and `ns`, both within the mask.
+        let new = (avg + (ns - avg) / 8) as u32;
         let score = w >> AVG_BITS;
         // A success while skipping (a spin begun before) leaves the skips.
         let score = if score < FUTILE_LIMIT {

@@ -9,6 +9,26 @@ use klock::events::{self, Event};
 use klock::mutex::{RawMutexCompact, C_WAITERS};
 use std::time::{Duration, Instant};
 
+/// Take `m`, let a second thread lock it, and once that thread sleeps in
+/// the wait list (20 s at most), run `then`, which must release `m`; the
+/// second thread then takes and releases it.
+fn with_a_sleeper(m: &RawMutexCompact, then: impl FnOnce()) {
+    m.lock();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            m.lock();
+            // SAFETY: we hold it.
+            unsafe { m.unlock() };
+        });
+        let t0 = Instant::now();
+        while m.word() & C_WAITERS == 0 {
+            assert!(t0.elapsed() < Duration::from_secs(20), "never queued");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        then();
+    });
+}
+
 /// A locker that finds the lock held far longer than any spin budget
 /// sleeps, is counted, and is woken by the unlock; a short hold is won by
 /// spinning now and then.
@@ -24,18 +44,7 @@ fn the_compact_mutex_counts_sleeps_wakes_and_spins() {
         + events::read(Event::MutexSpinFailYield)
         + events::read(Event::MutexSpinFailOwnerSleeping);
     let m = RawMutexCompact::new();
-    m.lock();
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            m.lock();
-            // SAFETY: we hold it.
-            unsafe { m.unlock() };
-        });
-        let t0 = Instant::now();
-        while m.word() & C_WAITERS == 0 {
-            assert!(t0.elapsed() < Duration::from_secs(20), "never queued");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+    with_a_sleeper(&m, || {
         std::thread::sleep(Duration::from_millis(5));
         // SAFETY: the main thread holds it.
         unsafe { m.unlock() };
@@ -87,18 +96,7 @@ fn a_woken_waiter_that_loses_the_lock_is_counted_sleeping_again() {
             t0.elapsed() < Duration::from_secs(20),
             "no second sleep counted"
         );
-        m.lock();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                m.lock();
-                // SAFETY: we hold it.
-                unsafe { m.unlock() };
-            });
-            let t1 = Instant::now();
-            while m.word() & C_WAITERS == 0 {
-                assert!(t1.elapsed() < Duration::from_secs(20), "never queued");
-                std::thread::sleep(Duration::from_millis(1));
-            }
+        with_a_sleeper(&m, || {
             std::thread::sleep(Duration::from_millis(2));
             // SAFETY: the main thread holds it; the unlock wakes the
             // waiter, and the lock is taken back before it runs.

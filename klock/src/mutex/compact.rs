@@ -1,8 +1,8 @@
 //! The compact mutex, [`RawMutexCompact`]: the design of [`crate::mutex`]
 //! in 40 bytes.
 
-use super::slow::count_spin_fail;
-use super::{futile_skip, handoff_ns, owner_spin, LazyWait};
+use super::slow::{count_sleep, count_spin_fail, skip_futile};
+use super::{handoff_ns, owner_spin, LazyWait};
 use crate::events::{self, Event};
 use crate::oncpu::{self, SpinStats, MAX_OWNER_BUDGETS};
 use crate::osq::Osq;
@@ -458,8 +458,7 @@ impl RawMutexCompact {
     /// queued there; the first waiter spins directly and may take a lock
     /// reserved by HANDOFF.
     fn optimistic_spin(&self, me: u32, waiter: bool, deadline: Option<u64>) -> bool {
-        if futile_skip() && self.spin.futile() {
-            events::inc(Event::MutexSpinSkipFutile);
+        if skip_futile(&self.spin) {
             return false;
         }
         let oracle = oncpu::oracle();
@@ -574,10 +573,7 @@ impl RawMutexCompact {
             // SAFETY: we hold wait_lock.
             unsafe { self.wait_lock.unlock() };
             if park(&waiter.state, None, lazy.park_deadline(deadline), false) {
-                events::inc(Event::MutexSleep);
-                if was_woken {
-                    events::inc(Event::MutexSleepAgain);
-                }
+                count_sleep(was_woken);
             }
             let woken = waiter.state.load(Relaxed) == W_WOKEN;
             was_woken |= woken;

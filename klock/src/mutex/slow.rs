@@ -155,8 +155,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
         // This lock's recent spins ran out of their budget: sleep at once.
         // Only in the modes that adapt; `OWNER_SPIN_FIXED` spins as the
         // kernel does.
-        if Self::ADAPTS && futile_skip() && self.spin.futile() {
-            events::inc(Event::MutexSpinSkipFutile);
+        if Self::ADAPTS && skip_futile(&self.spin) {
             return false;
         }
         let oracle = oncpu::oracle();
@@ -334,10 +333,7 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
             unsafe { self.wait_lock.unlock() };
 
             if park(&waiter.state, None, lazy.park_deadline(deadline), false) {
-                events::inc(Event::MutexSleep);
-                if was_woken {
-                    events::inc(Event::MutexSleepAgain);
-                }
+                count_sleep(was_woken);
                 #[cfg(loom)]
                 Probe::hit(&self.probe.sleeps);
             }
@@ -595,6 +591,28 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     unsafe fn list_remove(&self, w: *const Waiter) -> bool {
         // SAFETY: caller's contract.
         self.list.with_mut(|l| unsafe { (*l).remove(w) })
+    }
+}
+
+/// Whether a spin should be skipped because the lock's recent spins ran
+/// out of their budget ([`super::futile_skip`]); counts the skip (also the
+/// compact mutex's).
+#[inline]
+pub(super) fn skip_futile(stats: &SpinStats) -> bool {
+    let skip = futile_skip() && stats.futile();
+    if skip {
+        events::inc(Event::MutexSpinSkipFutile);
+    }
+    skip
+}
+
+/// Count a waiter's park that slept, and whether an unlock had woken it
+/// before (also the compact mutex's).
+#[inline]
+pub(super) fn count_sleep(was_woken: bool) {
+    events::inc(Event::MutexSleep);
+    if was_woken {
+        events::inc(Event::MutexSleepAgain);
     }
 }
 
