@@ -86,18 +86,12 @@ fn run_args(
 /// times: the exclusion, condition variable and fork checks are races
 /// that a single lucky run could pass.
 fn runs_clean(name: &str) {
-    let so = library();
+    let so = build_preload();
     let prog = compile(name, "preloaded");
     for _ in 0..3 {
         let (ok, log) = run(&prog, Some(&so), Duration::from_secs(120));
         assert!(ok, "{name} under LD_PRELOAD failed (or hung): {log}");
     }
-}
-
-/// The library, built by whichever test comes first.
-fn library() -> PathBuf {
-    static SO: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    SO.get_or_init(build_preload).clone()
 }
 
 #[test]
@@ -116,7 +110,7 @@ fn fork_with_rwlock_waiters_and_reader_spinning_off() {
     // past the wait list, so the child's read lock in `fork_rwlock_queued`
     // never meets the waiters the parent left there; with it off, the read
     // lock queues, and only a lock that forgot those waiters lets it in.
-    let so = library();
+    let so = build_preload();
     // A binary of its own: the other test compiles "preloaded" meanwhile.
     let prog = compile("fork_test", "rspin_off");
     let (ok, log) = run_with(
@@ -145,7 +139,7 @@ fn c_programs_keep_posix_behaviour_with_the_profile_on() {
     // With the profile on every lock function takes the profile's path
     // (a trylock first, then the lock timed, and the counts): the same
     // checks must pass there, with every hold timed.
-    let so = library();
+    let so = build_preload();
     for name in ["preload_test", "fork_test"] {
         let prog = compile(name, "profiled");
         let (ok, log) = run_with(
@@ -166,7 +160,7 @@ fn the_ebpf_oracle_is_loaded_only_when_asked_for() {
     // every context switch of the machine), even as root. With
     // KLOCK_ONCPU=bpf, as root, it does. Only as root (as in CI) can the
     // first half fail: elsewhere no program could load anyway.
-    let so = library();
+    let so = build_preload();
     let prog = compile("oracle_test", "oracle");
     let limit = Duration::from_secs(60);
     // The library's default, whatever KLOCK_ONCPU this test runs with.

@@ -628,8 +628,9 @@ fn a_stripped_program_is_named_from_its_separate_debug_file() {
 }
 
 /// A stripped program without a build id is named from the debug file its
-/// `.gnu_debuglink` names, in `.debug/` beside it, and only while that
-/// file's CRC-32 is the one the link records.
+/// `.gnu_debuglink` names, in `.debug/` beside it or under the debug
+/// directory at the program's own path, and only while that file's CRC-32
+/// is the one the link records.
 #[test]
 fn a_stripped_program_is_named_from_its_debuglink() {
     let so = common::build_preload();
@@ -637,32 +638,41 @@ fn a_stripped_program_is_named_from_its_debuglink() {
     let full = compile_as("debuglink_full", &["-Wl,--build-id=none"]);
     let dir = tmp.join(".debug");
     std::fs::create_dir_all(&dir).expect("create .debug");
-    let debug = dir.join("klock_profile_test_debuglink.debug");
+    let name = "klock_profile_test_debuglink.debug";
+    let debug = dir.join(name);
     let stripped = tmp.join("klock_profile_test_debuglink_stripped");
     split_debug(&full, &debug, &stripped);
     let mut link = std::ffi::OsString::from("--add-gnu-debuglink=");
     link.push(&debug);
     binutil("objcopy", &[link.as_os_str(), stripped.as_os_str()]);
-    let site = || {
-        // No global debug directory: only the link can name it.
+    let site = |debug_dir: &Path| {
         let env = [
             ("KLOCK_STAT", "1"),
-            ("KLOCK_STAT_DEBUG_DIR", "/nonexistent"),
+            ("KLOCK_STAT_DEBUG_DIR", debug_dir.to_str().expect("UTF-8")),
         ];
         let o = run_mode(&stripped, &so, ITERATIONS, "", &env);
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         assert!(o.status.success(), "{}\n{err}", o.status);
         (hot_row(&profiles(&err)[0])[10].clone(), err)
     };
-    let (named, err) = site();
+    // No debug directory: only the file in `.debug/` can name it.
+    let (named, err) = site(Path::new("/nonexistent"));
+    assert!(named.starts_with("hot_worker_lock+0x"), "{err}");
+    // Moved to where a debug package puts it: the debug directory, then
+    // the program's directory without its leading `/`.
+    let global = tmp.join("klock_debuglink_dir");
+    let under = global.join(tmp.strip_prefix("/").expect("an absolute path"));
+    std::fs::create_dir_all(&under).expect("create the debug directory");
+    std::fs::rename(&debug, under.join(name)).expect("move the debug file");
+    let (named, err) = site(&global);
     assert!(named.starts_with("hot_worker_lock+0x"), "{err}");
     // A debug file that is not the one linked (a byte appended: it still
     // parses, and names the function, but its CRC differs): the object
     // and offset, as without one.
-    let mut bytes = std::fs::read(&debug).expect("read the debug file");
+    let mut bytes = std::fs::read(under.join(name)).expect("read the debug file");
     bytes.push(0);
-    std::fs::write(&debug, bytes).expect("write the debug file");
-    let (plain, err) = site();
+    std::fs::write(under.join(name), bytes).expect("write the debug file");
+    let (plain, err) = site(&global);
     assert!(
         plain.starts_with(&format!("{}+0x", stripped.display())),
         "{err}"

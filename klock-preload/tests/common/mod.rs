@@ -6,9 +6,15 @@ use std::process::Command;
 
 /// Build `libklock_preload.so` (cargo builds no cdylib for integration
 /// tests) into the profile folder above this test executable's `deps/`,
-/// with that folder's profile; return the library's path. Concurrent
-/// calls are serialised by cargo's own build lock.
+/// with that folder's profile; return the library's path. Cargo runs once
+/// per test executable; the tests after the first get the path at once
+/// instead of each waiting for cargo's build lock to find nothing to do.
 pub fn build_preload() -> PathBuf {
+    static SO: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SO.get_or_init(build_preload_now).clone()
+}
+
+fn build_preload_now() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe
         .parent()
