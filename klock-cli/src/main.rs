@@ -42,6 +42,10 @@ struct VerdictArgs {
     /// judged: against the fastest of the other peers.
     #[arg(long, value_name = "ID")]
     lock: Option<String>,
+    /// Pool the rounds of all FILEs (one suite, e.g. several runs of the same command) into one
+    /// ratio per cell with its 95% interval, against the strongest peer.
+    #[arg(long)]
+    pool: bool,
 }
 
 #[derive(Args)]
@@ -250,6 +254,18 @@ fn main() -> ExitCode {
     }
     match cli.cmd {
         Cmd::Run(a) => run_main(a),
+        Cmd::Verdict(a) if a.pool => {
+            match bench::verdict::reread_pooled(&a.files, a.lock.as_deref()) {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("klock verdict: error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Cmd::Verdict(a) => {
             let mut status = ExitCode::SUCCESS;
             for f in &a.files {

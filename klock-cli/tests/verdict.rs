@@ -258,3 +258,38 @@ fn verdict_rereads_a_result_file() {
     assert!(!err.contains("panicked"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `klock verdict --pool` pools the rounds of saved runs of one suite.
+#[test]
+fn verdict_pools_the_rounds_of_several_files() {
+    let results = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/results/");
+    let file = |v: &str, suite: &str| format!("{results}2core-amd-verdict-{v}-{suite}.json");
+    let verdict = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_klock"))
+            .arg("verdict")
+            .args(args)
+            .output()
+            .expect("run klock verdict")
+    };
+    let (a, b) = (file("v18", "spinlock"), file("v19", "spinlock"));
+    let o = verdict(&["--pool", &a, &b]);
+    let t = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("== spinlock — 2 files pooled"), "{t}");
+    assert!(t.contains("95% interval"), "{t}");
+    // One row per thread count, each of the 4 + 4 rounds.
+    let rows: Vec<&str> = t
+        .lines()
+        .filter(|l| l.contains("qspinlock") && l.contains("(2 files)"))
+        .collect();
+    assert_eq!(rows.len(), 5, "{t}");
+    assert!(rows.iter().all(|l| l.contains(" 8 (2 files)")), "{t}");
+    assert!(t.contains("cells won: "), "{t}");
+
+    // Files of two suites: a clear error, no table.
+    let o = verdict(&["--pool", &a, &file("v19", "mutex")]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--pool takes files of one suite"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

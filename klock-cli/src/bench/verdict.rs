@@ -401,10 +401,7 @@ fn held_out_count(rows: &[VerdictRow], won: bool) -> Option<usize> {
 /// default lock is against the other peers ([`compute_for`]): a control
 /// that shows what the same rule makes of a peer on the same runs.
 pub fn reread(path: &Path, subject: Option<&str>) -> Result<String, String> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| format!("cannot read {}: {}", path.display(), io_reason(&e)))?;
-    let mut file: ResultFile = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("{}: not a `klock bench` result file ({e})", path.display()))?;
+    let mut file = load(path)?;
     file.verdict = compute_for(&file.suite, &file.results, subject).unwrap_or_default();
     let p = &file.provenance;
     let build = match (p.git_commit.as_str(), p.git_dirty) {
@@ -429,6 +426,14 @@ pub fn reread(path: &Path, subject: Option<&str>) -> Result<String, String> {
         v => out += &v,
     }
     Ok(out)
+}
+
+/// Read a result file written by `klock bench --json`.
+fn load(path: &Path) -> Result<ResultFile, String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("cannot read {}: {}", path.display(), io_reason(&e)))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| format!("{}: not a `klock bench` result file ({e})", path.display()))
 }
 
 /// Fill the file's verdict from its rows.
@@ -668,6 +673,9 @@ pub fn render(file: &ResultFile) -> String {
     }
     out
 }
+
+mod pool;
+pub use pool::{pool, reread_pooled, PooledRow};
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,166 @@
+//! Pooled verdicts of synthetic result files with known round ratios.
+
+use super::*;
+use crate::bench::report::test_rows::row_at;
+use crate::bench::report::{Machine, ResultRow, Verdict};
+
+fn file(suite: &str, results: Vec<ResultRow>) -> ResultFile {
+    ResultFile {
+        suite: suite.into(),
+        machine: Machine {
+            cpus: 2,
+            cpu_model: "test".into(),
+            kernel: "test".into(),
+        },
+        results,
+        title: String::new(),
+        workload: String::new(),
+        provenance: Default::default(),
+        verdict: Verdict::default(),
+    }
+}
+
+/// A row of `id` at `threads` with these runs (kop/s), the CPUs near.
+fn runs(id: &str, threads: usize, kops: &[f64]) -> ResultRow {
+    let r: Vec<(f64, f64)> = kops.iter().map(|&k| (k, 80.0)).collect();
+    row_at(id, threads, &r)
+}
+
+fn named(files: Vec<ResultFile>) -> Vec<(String, ResultFile)> {
+    files
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| (format!("run{i}.json"), f))
+        .collect()
+}
+
+fn cell<'a>(rows: &'a [PooledRow], cell: &str) -> &'a PooledRow {
+    rows.iter()
+        .find(|r| r.cell == cell)
+        .unwrap_or_else(|| panic!("no cell {cell}: {rows:?}"))
+}
+
+/// Eight rounds in two files: a steady 0.90x is a loss, a steady 1.20x a
+/// win, and rounds swinging from 0.70x to 1.30x cannot tell.
+#[test]
+fn a_steady_loss_is_a_loss_and_swinging_rounds_cannot_tell() {
+    let one = || {
+        file(
+            "mutex",
+            vec![
+                runs("mutex", 4, &[90.0, 91.0, 89.0, 90.0]),
+                runs("std-mutex", 4, &[100.0; 4]),
+                runs("mutex", 8, &[70.0, 130.0, 80.0, 120.0]),
+                runs("std-mutex", 8, &[100.0; 4]),
+                runs("mutex", 16, &[120.0, 121.0, 119.0, 120.0]),
+                runs("std-mutex", 16, &[100.0; 4]),
+            ],
+        )
+    };
+    let rows = pool(&named(vec![one(), one()]), None).unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r.cell.as_str()).collect::<Vec<_>>(),
+        ["4", "8", "16"]
+    );
+    let loss = cell(&rows, "4");
+    assert!((loss.ratio - 0.9).abs() < 0.005, "{loss:?}");
+    assert!(loss.low < loss.ratio && loss.high < 1.0, "{loss:?}");
+    assert_eq!(loss.clear_win(), Some(false));
+    assert_eq!((loss.rounds, loss.files), (8, 2));
+    assert_eq!(
+        (loss.klock.as_str(), loss.peer.as_str()),
+        ("mutex", "std-mutex")
+    );
+    let noise = cell(&rows, "8");
+    assert!(noise.low < 1.0 && noise.high > 1.0, "{noise:?}");
+    assert_eq!(noise.clear_win(), None);
+    assert_eq!(cell(&rows, "16").clear_win(), Some(true));
+}
+
+/// The row shows the peer klock's pooled ratio is lowest against, even
+/// where another peer had the higher mean in one file.
+#[test]
+fn the_strongest_peer_is_the_one_with_the_lowest_pooled_ratio() {
+    let a = file(
+        "mutex",
+        vec![
+            runs("mutex", 4, &[100.0, 100.0]),
+            runs("std-mutex", 4, &[105.0, 105.0]),
+            runs("parking_lot", 4, &[110.0, 110.0]),
+        ],
+    );
+    let b = file(
+        "mutex",
+        vec![
+            runs("mutex", 4, &[100.0, 100.0]),
+            runs("std-mutex", 4, &[130.0, 130.0]),
+            runs("parking_lot", 4, &[90.0, 90.0]),
+        ],
+    );
+    let rows = pool(&named(vec![a, b]), None).unwrap();
+    let r = cell(&rows, "4");
+    // std-mutex: 1/1.05 and 1/1.3; parking_lot: 1/1.1 and 1/0.9.
+    assert_eq!(r.peer, "std-mutex");
+    let want = (1.0f64 / 1.05 / 1.3).sqrt();
+    assert!((r.ratio - want).abs() < 1e-9, "{r:?} {want}");
+}
+
+/// A lock judged as klock's default lock is (`--lock`) is not its own peer.
+#[test]
+fn a_subject_is_judged_against_the_other_peers() {
+    let f = file(
+        "mutex",
+        vec![
+            runs("mutex", 4, &[100.0, 100.0]),
+            runs("std-mutex", 4, &[50.0, 52.0]),
+            runs("parking_lot", 4, &[200.0, 210.0]),
+        ],
+    );
+    let rows = pool(&named(vec![f]), Some("parking_lot")).unwrap();
+    let r = cell(&rows, "4");
+    assert_eq!(
+        (r.klock.as_str(), r.peer.as_str()),
+        ("parking_lot", "std-mutex")
+    );
+    assert_eq!(r.clear_win(), Some(true), "{r:?}");
+}
+
+/// Rounds in which klock's lock did nothing have no ratio; they are
+/// counted, not pooled, and a cell with fewer than two rounds is left out.
+#[test]
+fn rounds_klock_did_nothing_in_are_counted_apart() {
+    let f = file(
+        "spinlock",
+        vec![
+            runs("qspinlock", 4, &[0.0, 100.0, 100.0, 100.0]),
+            runs("ttas", 4, &[50.0; 4]),
+            runs("qspinlock", 8, &[0.0, 0.0, 0.0, 100.0]),
+            runs("ttas", 8, &[50.0; 4]),
+        ],
+    );
+    let rows = pool(&named(vec![f]), None).unwrap();
+    let r = cell(&rows, "4");
+    assert_eq!((r.rounds, r.klock_zero), (3, 1), "{r:?}");
+    assert!(rows.iter().all(|r| r.cell != "8"), "{rows:?}");
+}
+
+#[test]
+fn files_of_different_suites_or_none_are_refused() {
+    let m = file("mutex", vec![runs("mutex", 4, &[1.0, 1.0])]);
+    let s = file("spinlock", vec![runs("qspinlock", 4, &[1.0, 1.0])]);
+    let e = pool(&named(vec![m, s]), None).unwrap_err();
+    assert!(e.contains("of one suite"), "{e}");
+    assert!(pool(&[], None).unwrap_err().contains("needs result files"));
+    let lonely = file("mutex", vec![runs("mutex", 4, &[1.0, 1.0])]);
+    let e = pool(&named(vec![lonely]), None).unwrap_err();
+    assert!(e.contains("nothing to pool"), "{e}");
+}
+
+#[test]
+fn student_t_quantiles() {
+    assert_eq!(t975(3), 3.182);
+    // Between tabulated degrees of freedom: the smaller one's (wider).
+    assert_eq!(t975(11), 2.228);
+    assert_eq!(t975(1000), 1.980);
+    assert!(t975(0).is_infinite());
+}
