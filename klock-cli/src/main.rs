@@ -46,6 +46,9 @@ struct VerdictArgs {
     /// ratio per cell with its 95% interval, against the strongest peer.
     #[arg(long)]
     pool: bool,
+    /// With --pool: against this peer alone instead of the strongest.
+    #[arg(long, value_name = "ID", requires = "pool")]
+    peer: Option<String>,
 }
 
 #[derive(Args)]
@@ -255,7 +258,7 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Run(a) => run_main(a),
         Cmd::Verdict(a) if a.pool => {
-            match bench::verdict::reread_pooled(&a.files, a.lock.as_deref()) {
+            match bench::verdict::reread_pooled(&a.files, a.lock.as_deref(), a.peer.as_deref()) {
                 Ok(text) => {
                     print!("{text}");
                     ExitCode::SUCCESS

@@ -93,10 +93,12 @@ fn interval(logs: &[f64]) -> Option<(f64, f64, f64)> {
 }
 
 /// Pool the rounds of `files` (name, contents), all of one suite; with
-/// `subject`, of that lock judged as klock's default lock is.
+/// `subject`, of that lock judged as klock's default lock is; with `peer`,
+/// against that peer alone instead of the strongest.
 pub fn pool(
     files: &[(String, ResultFile)],
     subject: Option<&str>,
+    peer: Option<&str>,
 ) -> Result<Vec<PooledRow>, String> {
     let Some((first_name, first)) = files.first() else {
         return Err("--pool needs result files".into());
@@ -151,6 +153,7 @@ pub fn pool(
                 q.threads == r.threads
                     && is_peer(suite, &q.id)
                     && Some(q.id.as_str()) != subject
+                    && peer.is_none_or(|p| p == q.id)
                     && kind_peers.is_none_or(|ps| ps.contains(&q.id.as_str()))
             });
             for q in peers {
@@ -197,6 +200,20 @@ pub fn pool(
         })
         .collect();
     if out.is_empty() {
+        if let Some(p) = peer {
+            let mut ran: Vec<&str> = files
+                .iter()
+                .flat_map(|(_, f)| &f.results)
+                .map(|r| r.id.as_str())
+                .filter(|&q| is_peer(suite, q) && Some(q) != subject)
+                .collect();
+            ran.sort_unstable();
+            ran.dedup();
+            return Err(format!(
+                "nothing to pool: {p} did not run as a peer of klock's lock in these files (peers that ran: {})",
+                ran.join(", ")
+            ));
+        }
         return Err(match notes.first() {
             Some(n) => format!("nothing to pool: {n}"),
             None => {
@@ -212,12 +229,13 @@ pub fn pool(
 pub fn reread_pooled(
     paths: &[std::path::PathBuf],
     subject: Option<&str>,
+    peer: Option<&str>,
 ) -> Result<String, String> {
     let files = paths
         .iter()
         .map(|p| Ok((p.display().to_string(), super::load(p)?)))
         .collect::<Result<Vec<_>, String>>()?;
-    let rows = pool(&files, subject)?;
+    let rows = pool(&files, subject, peer)?;
     let first = &files[0].1;
     let mut builds: Vec<String> = Vec::new();
     let mut machines: Vec<String> = Vec::new();
@@ -247,6 +265,11 @@ pub fn reread_pooled(
     if let Some(s) = subject {
         let _ = writeln!(out, "   {s} judged as klock's default lock is");
     }
+    let peer_head = if peer.is_some() {
+        "peer"
+    } else {
+        "strongest peer"
+    };
     let cell_head = if rows.iter().any(|r| r.cell.parse::<usize>().is_err()) {
         "kind"
     } else {
@@ -276,12 +299,12 @@ pub fn reread_pooled(
         .collect();
     let _ = writeln!(
         out,
-        "\nklock vs strongest peer, rounds pooled: geometric mean of klock's run over the peer's run of the same round"
+        "\nklock vs {peer_head}, rounds pooled: geometric mean of klock's run over the peer's run of the same round"
     );
     let head = [
         cell_head,
         "klock",
-        "strongest peer",
+        peer_head,
         "ratio",
         "95% interval",
         "rounds",

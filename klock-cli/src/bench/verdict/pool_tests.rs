@@ -57,7 +57,7 @@ fn a_steady_loss_is_a_loss_and_swinging_rounds_cannot_tell() {
             ],
         )
     };
-    let rows = pool(&named(vec![one(), one()]), None).unwrap();
+    let rows = pool(&named(vec![one(), one()]), None, None).unwrap();
     assert_eq!(
         rows.iter().map(|r| r.cell.as_str()).collect::<Vec<_>>(),
         ["4", "8", "16"]
@@ -97,12 +97,21 @@ fn the_strongest_peer_is_the_one_with_the_lowest_pooled_ratio() {
             runs("parking_lot", 4, &[90.0, 90.0]),
         ],
     );
-    let rows = pool(&named(vec![a, b]), None).unwrap();
+    let files = named(vec![a, b]);
+    let rows = pool(&files, None, None).unwrap();
     let r = cell(&rows, "4");
     // std-mutex: 1/1.05 and 1/1.3; parking_lot: 1/1.1 and 1/0.9.
     assert_eq!(r.peer, "std-mutex");
     let want = (1.0f64 / 1.05 / 1.3).sqrt();
     assert!((r.ratio - want).abs() < 1e-9, "{r:?} {want}");
+    // One peer named: that one, whatever the others did.
+    let rows = pool(&files, None, Some("parking_lot")).unwrap();
+    let r = cell(&rows, "4");
+    assert_eq!(r.peer, "parking_lot");
+    let want = (1.0f64 / 1.1 / 0.9).sqrt();
+    assert!((r.ratio - want).abs() < 1e-9, "{r:?} {want}");
+    let e = pool(&files, None, Some("ticket")).unwrap_err();
+    assert!(e.contains("ticket did not run as a peer"), "{e}");
 }
 
 /// A lock judged as klock's default lock is (`--lock`) is not its own peer.
@@ -116,7 +125,7 @@ fn a_subject_is_judged_against_the_other_peers() {
             runs("parking_lot", 4, &[200.0, 210.0]),
         ],
     );
-    let rows = pool(&named(vec![f]), Some("parking_lot")).unwrap();
+    let rows = pool(&named(vec![f]), Some("parking_lot"), None).unwrap();
     let r = cell(&rows, "4");
     assert_eq!(
         (r.klock.as_str(), r.peer.as_str()),
@@ -138,7 +147,7 @@ fn rounds_klock_did_nothing_in_are_counted_apart() {
             runs("ttas", 8, &[50.0; 4]),
         ],
     );
-    let rows = pool(&named(vec![f]), None).unwrap();
+    let rows = pool(&named(vec![f]), None, None).unwrap();
     let r = cell(&rows, "4");
     assert_eq!((r.rounds, r.klock_zero), (3, 1), "{r:?}");
     assert!(rows.iter().all(|r| r.cell != "8"), "{rows:?}");
@@ -148,11 +157,13 @@ fn rounds_klock_did_nothing_in_are_counted_apart() {
 fn files_of_different_suites_or_none_are_refused() {
     let m = file("mutex", vec![runs("mutex", 4, &[1.0, 1.0])]);
     let s = file("spinlock", vec![runs("qspinlock", 4, &[1.0, 1.0])]);
-    let e = pool(&named(vec![m, s]), None).unwrap_err();
+    let e = pool(&named(vec![m, s]), None, None).unwrap_err();
     assert!(e.contains("of one suite"), "{e}");
-    assert!(pool(&[], None).unwrap_err().contains("needs result files"));
+    assert!(pool(&[], None, None)
+        .unwrap_err()
+        .contains("needs result files"));
     let lonely = file("mutex", vec![runs("mutex", 4, &[1.0, 1.0])]);
-    let e = pool(&named(vec![lonely]), None).unwrap_err();
+    let e = pool(&named(vec![lonely]), None, None).unwrap_err();
     assert!(e.contains("nothing to pool"), "{e}");
 }
 
