@@ -49,6 +49,9 @@ struct VerdictArgs {
     /// With --pool: against this peer alone instead of the strongest.
     #[arg(long, value_name = "ID", requires = "pool")]
     peer: Option<String>,
+    /// With --pool: also write the pooled cells to this JSON file.
+    #[arg(long, value_name = "PATH", requires = "pool")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -258,7 +261,12 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Run(a) => run_main(a),
         Cmd::Verdict(a) if a.pool => {
-            match bench::verdict::reread_pooled(&a.files, a.lock.as_deref(), a.peer.as_deref()) {
+            match bench::verdict::reread_pooled(
+                &a.files,
+                a.lock.as_deref(),
+                a.peer.as_deref(),
+                a.json.as_deref(),
+            ) {
                 Ok(text) => {
                     print!("{text}");
                     ExitCode::SUCCESS

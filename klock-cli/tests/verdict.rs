@@ -286,6 +286,38 @@ fn verdict_pools_the_rounds_of_several_files() {
     assert!(rows.iter().all(|l| l.contains(" 8 (2 files)")), "{t}");
     assert!(t.contains("cells won: "), "{t}");
 
+    // The same cells as JSON.
+    let dir = std::env::temp_dir().join(format!("klock-verdict-pool-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("pool.json");
+    let o = verdict(&["--pool", "--json", json.to_str().unwrap(), &a, &b]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        t,
+        "the table is printed as before"
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["suite"], "spinlock");
+    assert_eq!(v["files"].as_array().unwrap().len(), 2);
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 5, "{v}");
+    for (c, line) in cells.iter().zip(&rows) {
+        assert_eq!(c["rounds"], 8);
+        assert!(
+            f(&c["low"]) <= f(&c["ratio"]) && f(&c["ratio"]) <= f(&c["high"]),
+            "{c}"
+        );
+        let shown = format!("{:.2}x", (f(&c["ratio"]) * 100.0).round() / 100.0);
+        assert!(line.contains(&shown), "{c} against {line}");
+        let reads = c["reads_as"].as_str().unwrap();
+        assert!(
+            line.contains(if reads == "loss" { "LOSS" } else { reads }),
+            "{c} against {line}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+
     // Files of two suites: a clear error, no table.
     let o = verdict(&["--pool", &a, &file("v19", "mutex")]);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// One pooled cell: klock's lock against its strongest peer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PooledRow {
     /// Thread count, or the kind of the uncontended verdict.
     pub cell: String,
@@ -36,6 +36,26 @@ pub struct PooledRow {
     /// Rounds in which klock's lock finished no operation (left out of
     /// the mean, which a zero would make zero).
     pub klock_zero: usize,
+}
+
+/// What `--pool --json` writes: the files pooled and one entry per cell.
+#[derive(serde::Serialize)]
+struct PooledFile<'a> {
+    suite: &'a str,
+    files: Vec<&'a str>,
+    builds: &'a [String],
+    machines: &'a [String],
+    subject: Option<&'a str>,
+    peer: Option<&'a str>,
+    cells: Vec<PooledCell<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct PooledCell<'a> {
+    #[serde(flatten)]
+    row: &'a PooledRow,
+    /// `win`, `loss` or `not told apart`.
+    reads_as: &'static str,
 }
 
 impl PooledRow {
@@ -230,6 +250,7 @@ pub fn reread_pooled(
     paths: &[std::path::PathBuf],
     subject: Option<&str>,
     peer: Option<&str>,
+    json: Option<&std::path::Path>,
 ) -> Result<String, String> {
     let files = paths
         .iter()
@@ -254,6 +275,30 @@ pub fn reread_pooled(
         if !machines.contains(&m) {
             machines.push(m);
         }
+    }
+    if let Some(path) = json {
+        let doc = PooledFile {
+            suite: &first.suite,
+            files: files.iter().map(|(n, _)| n.as_str()).collect(),
+            builds: &builds,
+            machines: &machines,
+            subject,
+            peer,
+            cells: rows
+                .iter()
+                .map(|row| PooledCell {
+                    row,
+                    reads_as: match row.clear_win() {
+                        Some(true) => "win",
+                        Some(false) => "loss",
+                        None => "not told apart",
+                    },
+                })
+                .collect(),
+        };
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| format!("cannot write {}: {}", path.display(), super::io_reason(&e)))?;
     }
     let mut out = format!(
         "\n== {} — {} files pooled: {}; builds {}\n",
