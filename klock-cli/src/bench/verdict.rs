@@ -648,7 +648,8 @@ pub fn render(file: &ResultFile) -> String {
         out += "  `rounds won`: the runs are made in rounds, each lock once per round, back to \
                 back; of the rounds, how many klock's run won against the peer's run of the \
                 same round, and the lowest and highest ratio of a round. A loss that some \
-                round won is one the runs do not agree on: more --runs tell it apart\n";
+                round won is one the runs do not agree on: more --runs tell it apart, or \
+                `klock verdict --pool` over the JSON files of several runs\n";
     }
     if let (Some(w), Some(l)) = (s.held_out_won, s.held_out_lost) {
         let _ = writeln!(
