@@ -99,8 +99,8 @@ fn t975(df: usize) -> f64 {
         .map_or(f64::INFINITY, |&(_, t)| t)
 }
 
-/// Geometric mean of `ratios` given as logarithms, with its 95% interval;
-/// `None` for fewer than two.
+/// The geometric mean of the ratios whose logarithms are `logs`, with its
+/// 95% interval; `None` for fewer than two.
 fn interval(logs: &[f64]) -> Option<(f64, f64, f64)> {
     let n = logs.len();
     if n < 2 {

@@ -2,23 +2,8 @@
 
 use super::*;
 use crate::bench::report::test_rows::row_at;
-use crate::bench::report::{Machine, ResultRow, Verdict};
-
-fn file(suite: &str, results: Vec<ResultRow>) -> ResultFile {
-    ResultFile {
-        suite: suite.into(),
-        machine: Machine {
-            cpus: 2,
-            cpu_model: "test".into(),
-            kernel: "test".into(),
-        },
-        results,
-        title: String::new(),
-        workload: String::new(),
-        provenance: Default::default(),
-        verdict: Verdict::default(),
-    }
-}
+use crate::bench::report::ResultRow;
+use crate::bench::verdict::tests::file;
 
 /// A row of `id` at `threads` with these runs (kop/s), the CPUs near.
 fn runs(id: &str, threads: usize, kops: &[f64]) -> ResultRow {

@@ -107,7 +107,8 @@ fn row(id: &str, threads: usize, kops: f64) -> ResultRow {
     row_with(id, threads, kops, total / threads as u64)
 }
 
-fn file(suite: &str, results: Vec<ResultRow>) -> ResultFile {
+/// A result file of `suite` with these rows and its verdict attached.
+pub(super) fn file(suite: &str, results: Vec<ResultRow>) -> ResultFile {
     let mut f = ResultFile {
         suite: suite.into(),
         machine: Machine {
