@@ -447,14 +447,27 @@ fn timed(opts: &Options, lib: Option<&Path>) -> Result<Timed, RunError> {
     })
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
+/// klock's wall time over glibc's round by round (each pair ran back to
+/// back): the geometric mean with its 95% interval, and what it tells;
+/// `None` under two rounds, or with a run that took no time.
+fn paired_wall(glibc: &[f64], klock: &[f64]) -> Option<String> {
+    if glibc.iter().chain(klock).any(|&t| t <= 0.0) {
+        return None;
     }
+    let logs: Vec<f64> = glibc.iter().zip(klock).map(|(g, k)| (k / g).ln()).collect();
+    let (m, lo, hi) = crate::bench::stats::geomean_interval(&logs)?;
+    let shown = |r: f64| (r * 100.0).round() / 100.0;
+    let reads = if shown(hi) < 1.0 {
+        "klock is faster"
+    } else if shown(lo) > 1.0 {
+        "klock is slower"
+    } else {
+        "the rounds cannot tell the two apart"
+    };
+    Some(format!(
+        "round by round: klock takes {m:.2}x glibc's wall time (95% interval {lo:.2}x-{hi:.2}x over {} rounds): {reads}",
+        logs.len()
+    ))
 }
 
 /// `--compare N`: the program N times on glibc's locks and N times on
@@ -517,14 +530,18 @@ pub fn compare(opts: &Options, lib: &Path, rounds: usize) -> Result<u8, RunError
     if wall[1].is_empty() {
         return Ok(128u8.wrapping_add(stopped as u8));
     }
-    let (wg, wk) = (median(&mut wall[0]), median(&mut wall[1]));
-    let (cg, ck) = (median(&mut cpu[0]), median(&mut cpu[1]));
+    let median = |v: &[f64]| crate::bench::stats::median(v).unwrap_or(0.0);
+    let (wg, wk) = (median(&wall[0]), median(&wall[1]));
+    let (cg, ck) = (median(&cpu[0]), median(&cpu[1]));
     println!(
         "median wall: glibc {wg:.3} s, klock {wk:.3} s (klock takes {:.2}x glibc's time); \
          median CPU: glibc {cg:.3} s, klock {ck:.3} s ({:.2}x)",
         wk / wg.max(1e-9),
         ck / cg.max(1e-9)
     );
+    if let Some(line) = paired_wall(&wall[0], &wall[1]) {
+        println!("{line}");
+    }
     if stopped != 0 {
         return Ok(128u8.wrapping_add(stopped as u8));
     }
@@ -538,6 +555,21 @@ pub fn compare(opts: &Options, lib: &Path, rounds: usize) -> Result<u8, RunError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paired_wall_times_read_as_faster_slower_or_not_told_apart() {
+        let g = [1.0, 2.0, 1.0, 2.0];
+        let faster = paired_wall(&g, &[0.9, 1.8, 0.9, 1.8]).unwrap();
+        assert!(faster.contains("0.90x glibc's wall time"), "{faster}");
+        assert!(faster.ends_with("klock is faster"), "{faster}");
+        let slower = paired_wall(&g, &[1.1, 2.2, 1.1, 2.2]).unwrap();
+        assert!(slower.ends_with("klock is slower"), "{slower}");
+        let tie = paired_wall(&g, &[0.8, 2.4, 0.8, 2.4]).unwrap();
+        assert!(tie.ends_with("cannot tell the two apart"), "{tie}");
+        assert!(tie.contains("over 4 rounds"), "{tie}");
+        assert_eq!(paired_wall(&[1.0], &[1.0]), None);
+        assert_eq!(paired_wall(&[1.0, 0.0], &[1.0, 1.0]), None);
+    }
 
     #[test]
     fn ld_preload_puts_klock_first_and_keeps_the_rest() {

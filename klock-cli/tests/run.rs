@@ -182,6 +182,10 @@ fn runs_a_c_program_on_klock_with_the_profile_and_compares() {
         "{out}"
     );
     assert!(out.contains("median wall: glibc"), "{out}");
+    assert!(
+        out.contains("round by round: klock takes") && out.contains("over 2 rounds"),
+        "{out}"
+    );
 
     // A run that fails is reported, and --compare exits 1.
     let o = klock_run(&["--preload", so, "--compare", "1", "--", "false"], &[]);

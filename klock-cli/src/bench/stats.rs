@@ -48,6 +48,45 @@ pub fn min_mean_max(xs: &[u64]) -> Option<(u64, f64, u64)> {
     Some((min, mean, max))
 }
 
+/// The 97.5% quantile of Student's t with `df` degrees of freedom (the
+/// next smaller tabulated `df` where this one is not: a wider interval).
+pub fn t975(df: usize) -> f64 {
+    const T: &[(usize, f64)] = &[
+        (1, 12.706),
+        (2, 4.303),
+        (3, 3.182),
+        (4, 2.776),
+        (5, 2.571),
+        (6, 2.447),
+        (7, 2.365),
+        (8, 2.306),
+        (9, 2.262),
+        (10, 2.228),
+        (12, 2.179),
+        (15, 2.131),
+        (20, 2.086),
+        (30, 2.042),
+        (60, 2.000),
+        (120, 1.980),
+    ];
+    T.iter()
+        .rev()
+        .find(|&&(d, _)| d <= df)
+        .map_or(f64::INFINITY, |&(_, t)| t)
+}
+
+/// The geometric mean of the ratios whose logarithms are `logs`, with its
+/// 95% interval; `None` for fewer than two.
+pub fn geomean_interval(logs: &[f64]) -> Option<(f64, f64, f64)> {
+    let n = logs.len();
+    if n < 2 {
+        return None;
+    }
+    let m = mean(logs);
+    let half = t975(n - 1) * stddev(logs) / (n as f64).sqrt();
+    Some((m.exp(), (m - half).exp(), (m + half).exp()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +125,26 @@ mod tests {
         assert_eq!(hmean(&[]), 0.0);
         assert_eq!(min_mean_max(&[]), None);
         assert_eq!(min_mean_max(&[7]), Some((7, 7.0, 7)));
+    }
+
+    #[test]
+    fn student_t_quantiles() {
+        assert_eq!(t975(3), 3.182);
+        // Between tabulated degrees of freedom: the smaller one's (wider).
+        assert_eq!(t975(11), 2.228);
+        assert_eq!(t975(1000), 1.980);
+        assert!(t975(0).is_infinite());
+    }
+
+    #[test]
+    fn geometric_mean_and_its_interval() {
+        let (m, lo, hi) = geomean_interval(&[0.0, 4f64.ln()]).unwrap();
+        // Mean ln 2; the standard error is ln 2; t(1) = 12.706.
+        assert!((m - 2.0).abs() < 1e-12);
+        assert!((lo - 2f64.powf(1.0 - 12.706)).abs() < 1e-12);
+        assert!((hi - 2f64.powf(1.0 + 12.706)).abs() < 1e-9);
+        let (m, lo, hi) = geomean_interval(&[0.5f64.ln(); 3]).unwrap();
+        assert!((m - 0.5).abs() < 1e-12 && (lo - 0.5).abs() < 1e-12 && (hi - 0.5).abs() < 1e-12);
+        assert_eq!(geomean_interval(&[1.0]), None);
     }
 }

@@ -13,6 +13,7 @@
 //! shows the strongest: the one with the lowest pooled ratio.
 
 use super::{compute_for, fmt_ratio, is_peer, ratio, shown, table, ResultFile, UNCONTENDED};
+use crate::bench::stats::geomean_interval;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -70,46 +71,6 @@ impl PooledRow {
             None
         }
     }
-}
-
-/// The 97.5% quantile of Student's t with `df` degrees of freedom (the
-/// next smaller tabulated `df` where this one is not: a wider interval).
-fn t975(df: usize) -> f64 {
-    const T: &[(usize, f64)] = &[
-        (1, 12.706),
-        (2, 4.303),
-        (3, 3.182),
-        (4, 2.776),
-        (5, 2.571),
-        (6, 2.447),
-        (7, 2.365),
-        (8, 2.306),
-        (9, 2.262),
-        (10, 2.228),
-        (12, 2.179),
-        (15, 2.131),
-        (20, 2.086),
-        (30, 2.042),
-        (60, 2.000),
-        (120, 1.980),
-    ];
-    T.iter()
-        .rev()
-        .find(|&&(d, _)| d <= df)
-        .map_or(f64::INFINITY, |&(_, t)| t)
-}
-
-/// The geometric mean of the ratios whose logarithms are `logs`, with its
-/// 95% interval; `None` for fewer than two.
-fn interval(logs: &[f64]) -> Option<(f64, f64, f64)> {
-    let n = logs.len();
-    if n < 2 {
-        return None;
-    }
-    let mean = logs.iter().sum::<f64>() / n as f64;
-    let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let half = t975(n - 1) * (var / n as f64).sqrt();
-    Some((mean.exp(), (mean - half).exp(), (mean + half).exp()))
 }
 
 /// Pool the rounds of `files` (name, contents), all of one suite; with
@@ -201,7 +162,9 @@ pub fn pool(
             let (peer, (ratio, low, high), rounds, files) = c
                 .peers
                 .iter()
-                .filter_map(|(p, (logs, n))| Some((p.clone(), interval(logs)?, logs.len(), *n)))
+                .filter_map(|(p, (logs, n))| {
+                    Some((p.clone(), geomean_interval(logs)?, logs.len(), *n))
+                })
                 .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0))?;
             Some((
                 c.order,
