@@ -1,5 +1,5 @@
 //! Every lock `klock bench` and `klock torture` know, by name: one line of
-//! [`locks!`] each.
+//! `locks!` each.
 //!
 //! A line is `(Type, "id", bench, torture)`: the type that implements
 //! [`BenchLock`] and [`TryBench`], the CLI name, its place in `klock bench`
