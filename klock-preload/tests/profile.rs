@@ -240,7 +240,19 @@ fn profiles(err: &str) -> Vec<Profile> {
 /// The program in `mode` with the profile on: it must succeed (and say
 /// `ok` unless it ran no iteration); its stderr and the profiles in it.
 fn profiled_ok(prog: &Path, so: &Path, iterations: u64, mode: &str) -> (String, Vec<Profile>) {
-    let o = run_mode(prog, so, iterations, mode, &[("KLOCK_STAT", "1")]);
+    profiled_ok_with(prog, so, iterations, mode, &[])
+}
+
+/// [`profiled_ok`] with `env` set as well.
+fn profiled_ok_with(
+    prog: &Path,
+    so: &Path,
+    iterations: u64,
+    mode: &str,
+    env: &[(&str, &str)],
+) -> (String, Vec<Profile>) {
+    let env: Vec<(&str, &str)> = [("KLOCK_STAT", "1")].iter().chain(env).copied().collect();
+    let o = run_mode(prog, so, iterations, mode, &env);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{}\n{err}", o.status);
     if iterations > 0 {
@@ -567,6 +579,15 @@ fn binutil(tool: &str, args: &[&std::ffi::OsStr]) {
     assert!(status.success(), "{tool} {args:?} failed");
 }
 
+/// The hot lock's site in the profile of `prog`, with `debug_dir` as the
+/// debug directory (`KLOCK_STAT_DEBUG_DIR`), and the program's stderr.
+fn hot_site(prog: &Path, so: &Path, debug_dir: &Path) -> (String, String) {
+    let dir = debug_dir.to_str().expect("a UTF-8 path");
+    let env = [("KLOCK_STAT_DEBUG_DIR", dir)];
+    let (err, ps) = profiled_ok_with(prog, so, ITERATIONS, "", &env);
+    (hot_row(&ps[0])[10].clone(), err)
+}
+
 /// Split the program `full` as a distribution's build does: its debug
 /// information alone into `debug`, and a stripped copy into `stripped`.
 fn split_debug(full: &Path, debug: &Path, stripped: &Path) {
@@ -607,20 +628,10 @@ fn a_stripped_program_is_named_from_its_separate_debug_file() {
     let debug = sub.join(format!("{}.debug", &id[2..]));
     let stripped = tmp.join("klock_profile_test_debug_stripped");
     split_debug(&full, &debug, &stripped);
-    let site = |env: &[(&str, &str)]| {
-        let o = run_mode(&stripped, &so, ITERATIONS, "", env);
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert!(o.status.success(), "{}\n{err}", o.status);
-        (hot_row(&profiles(&err)[0])[10].clone(), err)
-    };
-    let d = dir.to_str().expect("a UTF-8 path");
-    let (named, err) = site(&[("KLOCK_STAT", "1"), ("KLOCK_STAT_DEBUG_DIR", d)]);
+    let (named, err) = hot_site(&stripped, &so, &dir);
     assert!(named.starts_with("hot_worker_lock+0x"), "{err}");
     // Elsewhere, no debug file: the object and offset, as before.
-    let (plain, err) = site(&[
-        ("KLOCK_STAT", "1"),
-        ("KLOCK_STAT_DEBUG_DIR", "/nonexistent"),
-    ]);
+    let (plain, err) = hot_site(&stripped, &so, Path::new("/nonexistent"));
     assert!(
         plain.starts_with(&format!("{}+0x", stripped.display())),
         "{err}"
@@ -645,18 +656,8 @@ fn a_stripped_program_is_named_from_its_debuglink() {
     let mut link = std::ffi::OsString::from("--add-gnu-debuglink=");
     link.push(&debug);
     binutil("objcopy", &[link.as_os_str(), stripped.as_os_str()]);
-    let site = |debug_dir: &Path| {
-        let env = [
-            ("KLOCK_STAT", "1"),
-            ("KLOCK_STAT_DEBUG_DIR", debug_dir.to_str().expect("UTF-8")),
-        ];
-        let o = run_mode(&stripped, &so, ITERATIONS, "", &env);
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert!(o.status.success(), "{}\n{err}", o.status);
-        (hot_row(&profiles(&err)[0])[10].clone(), err)
-    };
     // No debug directory: only the file in `.debug/` can name it.
-    let (named, err) = site(Path::new("/nonexistent"));
+    let (named, err) = hot_site(&stripped, &so, Path::new("/nonexistent"));
     assert!(named.starts_with("hot_worker_lock+0x"), "{err}");
     // Moved to where a debug package puts it: the debug directory, then
     // the program's directory without its leading `/`.
@@ -664,7 +665,7 @@ fn a_stripped_program_is_named_from_its_debuglink() {
     let under = global.join(tmp.strip_prefix("/").expect("an absolute path"));
     std::fs::create_dir_all(&under).expect("create the debug directory");
     std::fs::rename(&debug, under.join(name)).expect("move the debug file");
-    let (named, err) = site(&global);
+    let (named, err) = hot_site(&stripped, &so, &global);
     assert!(named.starts_with("hot_worker_lock+0x"), "{err}");
     // A debug file that is not the one linked (a byte appended: it still
     // parses, and names the function, but its CRC differs): the object
@@ -672,7 +673,7 @@ fn a_stripped_program_is_named_from_its_debuglink() {
     let mut bytes = std::fs::read(under.join(name)).expect("read the debug file");
     bytes.push(0);
     std::fs::write(under.join(name), bytes).expect("write the debug file");
-    let (plain, err) = site(&global);
+    let (plain, err) = hot_site(&stripped, &so, &global);
     assert!(
         plain.starts_with(&format!("{}+0x", stripped.display())),
         "{err}"

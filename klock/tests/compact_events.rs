@@ -1,13 +1,28 @@
 //! The compact mutex (the one inside `libklock_preload.so`'s
 //! `pthread_mutex_t`) counts its slow paths in `klock::events` as the full
-//! mutex does. A file of its own: the counters are process-wide; the tests
-//! here only compare them before and after (they only grow), so they may
-//! run beside each other.
+//! mutex does. A file of its own: the counters are process-wide, and each
+//! test here checks that its own scene moved them, so the tests take
+//! [`ALONE`] and run one at a time (another's sleeps and wake-ups would
+//! pass a check that this one's did not).
 #![cfg(not(loom))]
 
 use klock::events::{self, Event};
 use klock::mutex::{RawMutexCompact, C_WAITERS};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+static ALONE: Mutex<()> = Mutex::new(());
+
+/// This file's tests one at a time (a failed one leaves the lock
+/// poisoned, not held); `None`, and the test is skipped, when klock counts
+/// no events.
+fn alone() -> Option<MutexGuard<'static, ()>> {
+    if !events::enabled() {
+        eprintln!("skipped: klock built without the `events` feature");
+        return None;
+    }
+    Some(ALONE.lock().unwrap_or_else(|e| e.into_inner()))
+}
 
 /// Take `m`, let a second thread lock it, and once that thread sleeps in
 /// the wait list (20 s at most), run `then`, which must release `m`; the
@@ -34,10 +49,7 @@ fn with_a_sleeper(m: &RawMutexCompact, then: impl FnOnce()) {
 /// spinning now and then.
 #[test]
 fn the_compact_mutex_counts_sleeps_wakes_and_spins() {
-    if !events::enabled() {
-        eprintln!("skipped: klock built without the `events` feature");
-        return;
-    }
+    let Some(_alone) = alone() else { return };
     let sleep0 = events::read(Event::MutexSleep);
     let wake0 = events::read(Event::MutexWake);
     let fail0 = events::read(Event::MutexSpinFailBudget)
@@ -82,10 +94,7 @@ fn the_compact_mutex_counts_sleeps_wakes_and_spins() {
 /// `sleep_again` as well as `sleep`.
 #[test]
 fn a_woken_waiter_that_loses_the_lock_is_counted_sleeping_again() {
-    if !events::enabled() {
-        eprintln!("skipped: klock built without the `events` feature");
-        return;
-    }
+    let Some(_alone) = alone() else { return };
     let again0 = events::read(Event::MutexSleepAgain);
     let m = RawMutexCompact::new();
     let t0 = Instant::now();

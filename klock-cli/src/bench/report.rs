@@ -197,6 +197,18 @@ pub struct Provenance {
 }
 
 impl Provenance {
+    /// The build, as the verdicts name it: the commit's first 7 digits,
+    /// and `with changes` when the sources differed; `None` when unknown.
+    pub fn build(&self) -> Option<String> {
+        let c = &self.git_commit;
+        let c = c.get(..7).unwrap_or(c);
+        match (c, self.git_dirty) {
+            ("", _) => None,
+            (c, Some(true)) => Some(format!("{c} with changes")),
+            (c, _) => Some(c.to_string()),
+        }
+    }
+
     /// This build, and `argv` as the user ran it.
     pub fn new(argv: &[String]) -> Self {
         Provenance {

@@ -403,12 +403,10 @@ fn held_out_count(rows: &[VerdictRow], won: bool) -> Option<usize> {
 pub fn reread(path: &Path, subject: Option<&str>) -> Result<String, String> {
     let mut file = load(path)?;
     file.verdict = compute_for(&file.suite, &file.results, subject).unwrap_or_default();
-    let p = &file.provenance;
-    let build = match (p.git_commit.as_str(), p.git_dirty) {
-        ("", _) => String::new(),
-        (c, Some(true)) => format!(", build {c} with changes"),
-        (c, _) => format!(", build {c}"),
-    };
+    let build = file
+        .provenance
+        .build()
+        .map_or(String::new(), |b| format!(", build {b}"));
     let mut out = format!(
         "\n== {} — {}: {} CPUs ({}){build}\n",
         file.suite,

@@ -224,13 +224,7 @@ pub fn reread_pooled(
     let mut builds: Vec<String> = Vec::new();
     let mut machines: Vec<String> = Vec::new();
     for (_, f) in &files {
-        let c = &f.provenance.git_commit;
-        let c = c.get(..7).unwrap_or(c);
-        let b = match (c, f.provenance.git_dirty) {
-            ("", _) => "unknown".to_string(),
-            (c, Some(true)) => format!("{c} with changes"),
-            (c, _) => c.to_string(),
-        };
+        let b = f.provenance.build().unwrap_or_else(|| "unknown".into());
         let m = format!("{} CPUs ({})", f.machine.cpus, f.machine.cpu_model);
         if !builds.contains(&b) {
             builds.push(b);
