@@ -53,8 +53,12 @@ fn read_mostly(n: usize) -> (usize, usize) {
     (n - w, w)
 }
 
+/// The `rwlock` suite's locks: klock's queued rwlock (the one its verdict
+/// judges), klock's rw-semaphore beside it (the rwlock to use with more
+/// threads than CPUs, so a reader sees both), and the peers.
 const RW_PEERS: &[&str] = &[
     "qrwlock",
+    "rwsem",
     "std-rwlock",
     "parking_lot-rwlock",
     "pthread-rwlock",
