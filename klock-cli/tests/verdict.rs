@@ -285,6 +285,17 @@ fn verdict_pools_the_rounds_of_several_files() {
     assert_eq!(rows.len(), 5, "{t}");
     assert!(rows.iter().all(|l| l.contains(" 8 (2 files)")), "{t}");
     assert!(t.contains("cells won: "), "{t}");
+    assert!(!t.contains("different machines"), "one machine: {t}");
+
+    // Files from two machines pool, with a note saying so.
+    let intel = format!("{results}2core-intel-verdict-v21-spinlock.json");
+    let o = verdict(&["--pool", &a, &intel]);
+    let mixed = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{mixed}");
+    assert!(
+        mixed.contains("note: these files come from 2 different machines"),
+        "{mixed}"
+    );
 
     // The same cells as JSON.
     let dir = std::env::temp_dir().join(format!("klock-verdict-pool-{}", std::process::id()));

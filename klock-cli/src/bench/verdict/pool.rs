@@ -264,6 +264,15 @@ pub fn reread_pooled(
         machines.join(", "),
         builds.join(", ")
     );
+    if machines.len() > 1 {
+        // The header lists them; say what it means, where a reader of the
+        // table looks before the rows.
+        let _ = writeln!(
+            out,
+            "   note: these files come from {} different machines; each cell pools rounds made on all of them, so its interval spans the machines' differences as well as the locks'",
+            machines.len()
+        );
+    }
     if let Some(s) = subject {
         let _ = writeln!(out, "   {s} judged as klock's default lock is");
     }
