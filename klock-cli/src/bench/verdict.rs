@@ -95,6 +95,32 @@ const UNCONTENDED: &[Kind<'static>] = &[
     },
 ];
 
+/// Suites whose run also holds another klock lock a reader should see
+/// judged beside the default one: (suite, lock id, type name). The
+/// verdict still judges the default; this lock gets one line after it.
+const ALSO: &[(&str, &str, &str)] = &[("rwlock", "rwsem", "RwSem")];
+
+/// One line for `ALSO`'s lock of `file`'s suite, if it ran: its ratio to
+/// the fastest peer at each thread count (the same peer as the table's
+/// row: neither lock is a peer), and where its whole table is.
+fn also_line(file: &ResultFile) -> Option<String> {
+    let &(_, id, name) = ALSO.iter().find(|(s, _, _)| *s == file.suite)?;
+    let v = compute_for(&file.suite, &file.results, Some(id))?;
+    if v.rows.is_empty() || v.note.is_some() {
+        return None;
+    }
+    let cells: Vec<String> = v
+        .rows
+        .iter()
+        .map(|r| format!("{}: {}", r.threads, fmt_ratio(r.ratio)))
+        .collect();
+    Some(format!(
+        "  klock's {name} (`{id}`) in the same runs, against the same peers: {}; \
+         `klock verdict --lock {id} FILE` prints its table\n",
+        cells.join(", ")
+    ))
+}
+
 /// klock's side of a suite's verdict.
 enum Judge<'a> {
     /// This lock at every thread count.
@@ -659,6 +685,11 @@ pub fn render(file: &ResultFile) -> String {
              ratio has no such pull (the cells are still judged by `ratio`); won/lost by \
              it: {w}/{l}"
         );
+    }
+    if v.subject.is_none() {
+        if let Some(line) = also_line(file) {
+            out += &line;
+        }
     }
     if let (Some(w), Some(l)) = (s.same_distance_won, s.same_distance_lost) {
         let _ = writeln!(

@@ -155,6 +155,38 @@ fn best_peer_is_the_fastest_peer_and_variants_never_count() {
     assert!((s.geomean.unwrap() - 50.0 / 60.0).abs() < 1e-12);
 }
 
+/// The `rwlock` suite judges `qrwlock` and adds one line for `rwsem`
+/// when it ran: its ratio to the fastest peer per thread count. Other
+/// suites, and a run without it, have no line.
+#[test]
+fn rwlock_shows_rwsem_beside_its_verdict() {
+    let rows = vec![
+        row("qrwlock", 1, 100.0),
+        row("rwsem", 1, 88.0),
+        row("std-rwlock", 1, 80.0),
+        row("pthread-rwlock", 1, 50.0),
+        row("qrwlock", 4, 40.0),
+        row("rwsem", 4, 60.0),
+        row("std-rwlock", 4, 50.0),
+        row("pthread-rwlock", 4, 40.0),
+    ];
+    let f = file("rwlock", rows.clone());
+    // The verdict still judges qrwlock, and rwsem is no peer.
+    assert!(f.verdict.rows.iter().all(|r| r.klock_lock == "qrwlock"));
+    assert!(f.verdict.rows.iter().all(|r| r.peer_lock == "std-rwlock"));
+    let text = render(&f);
+    assert!(
+        text.contains(
+            "klock's RwSem (`rwsem`) in the same runs, against the same peers: 1: 1.10x, 4: 1.20x;"
+        ),
+        "{text}"
+    );
+    let without: Vec<ResultRow> = rows.iter().filter(|r| r.id != "rwsem").cloned().collect();
+    assert!(!render(&file("rwlock", without)).contains("RwSem"));
+    let spin = vec![row("qspinlock", 1, 100.0), row("ttas", 1, 80.0)];
+    assert!(!render(&file("spinlock", spin)).contains("in the same runs"));
+}
+
 #[test]
 fn pthread_pi_is_a_peer_in_pi_throughput_only() {
     assert!(is_peer("pi-throughput", "pthread-pi"));
