@@ -668,6 +668,12 @@ pub fn render(file: &ResultFile) -> String {
         "  {geo}; cells won/lost: {}/{}{every}; starved: {}",
         s.won, s.lost, s.starved
     );
+    // Beside the summary it qualifies, before the footnotes.
+    if v.subject.is_none() {
+        if let Some(line) = also_line(file) {
+            out += &line;
+        }
+    }
     if by_round {
         out += "  `rounds won`: the runs are made in rounds, each lock once per round, back to \
                 back; of the rounds, how many klock's run won against the peer's run of the \
@@ -685,11 +691,6 @@ pub fn render(file: &ResultFile) -> String {
              ratio has no such pull (the cells are still judged by `ratio`); won/lost by \
              it: {w}/{l}"
         );
-    }
-    if v.subject.is_none() {
-        if let Some(line) = also_line(file) {
-            out += &line;
-        }
     }
     if let (Some(w), Some(l)) = (s.same_distance_won, s.same_distance_lost) {
         let _ = writeln!(

@@ -181,6 +181,17 @@ fn rwlock_shows_rwsem_beside_its_verdict() {
         ),
         "{text}"
     );
+    let summary = text
+        .lines()
+        .position(|l| l.contains("cells won/lost"))
+        .unwrap();
+    assert!(
+        text.lines()
+            .nth(summary + 1)
+            .unwrap()
+            .contains("klock's RwSem"),
+        "the line follows the summary: {text}"
+    );
     let without: Vec<ResultRow> = rows.iter().filter(|r| r.id != "rwsem").cloned().collect();
     assert!(!render(&file("rwlock", without)).contains("RwSem"));
     let spin = vec![row("qspinlock", 1, 100.0), row("ttas", 1, 80.0)];
@@ -661,6 +672,10 @@ fn every_rate_suite_runs_its_default_and_the_full_peer_set() {
     }
     for k in UNCONTENDED {
         assert!(k.peers.iter().all(|p| PEERS.contains(p)), "{}", k.name);
+    }
+    for (suite, id, _) in ALSO {
+        let spec = specs().find(|s| s.name == *suite).unwrap();
+        assert!(spec.default_locks.contains(id), "{suite} does not run {id}");
     }
     for s in specs() {
         let Some(j) = judge(s.name) else {
