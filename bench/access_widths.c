@@ -9,6 +9,17 @@
  * and released at one byte's width would make, with a load of the next
  * byte (the queued spinlock's pending byte) after or before its CAS.
  *
+ * The second table puts the protected data in the lock's cache line, as
+ * `klock bench` does (its locks are not padded: the data follows the
+ * lock), and compares the queued spinlock's uncontended accesses (1-byte
+ * CAS, load of the pending byte, 1-byte release store) with a ticket
+ * lock's, whose acquiring RMW (`next`) and release store (`owner`) are
+ * different words of that line, and with two pairs that tell apart what
+ * differs: the release store aimed at another word, an `xadd` in place of
+ * the CAS. Each pair runs twice: followed by a store to another line
+ * before the next acquisition (as the bench's loop stores its operation
+ * count), and followed by nothing.
+ *
  *   cc -O2 -o access_widths bench/access_widths.c && ./access_widths
  */
 #include <stdint.h>
@@ -34,6 +45,29 @@ static double now(void) {
       UNLOCK;                                                                  \
     }                                                                          \
     printf("%-40s %.2f ns\n", name, (now() - a) / N);                          \
+  } while (0)
+
+/* The lock and its data in one cache line, as in `klock bench`; `seq`
+ * stands for the bench's per-thread operation count, a line of its own. */
+static struct {
+  uint32_t next, owner;
+  uint64_t data;
+} line __attribute__((aligned(64)));
+static volatile uint64_t seq __attribute__((aligned(64)));
+
+/* One pair as above, then (AFTER) what the thread does before its next
+ * acquisition: a store to another line, or nothing. */
+#define RUN_LINE(name, after, AFTER, LOCK, UNLOCK)                             \
+  do {                                                                         \
+    line.next = line.owner = 0;                                                \
+    double a = now();                                                          \
+    for (long i = 0; i < N; i++) {                                             \
+      LOCK;                                                                    \
+      (*(volatile uint64_t *)&line.data)++;                                    \
+      UNLOCK;                                                                  \
+      AFTER;                                                                   \
+    }                                                                          \
+    printf("%-44s %-22s %.2f ns\n", name, after, (now() - a) / N);             \
   } while (0)
 
 #define CAS(T, p)                                                              \
@@ -82,6 +116,46 @@ int main(void) {
           CAS(uint8_t, &w);
         }),
         STORE(uint8_t, &w));
+  }
+  /* Each pair twice: with the store to another line after it, and without. */
+#define BOTH(name, LOCK, UNLOCK)                                               \
+  do {                                                                         \
+    RUN_LINE(name, "then a store elsewhere", seq = i, LOCK, UNLOCK);           \
+    RUN_LINE(name, "then nothing", (void)0, LOCK, UNLOCK);                     \
+  } while (0)
+  printf("\nThe data in the lock's line:\n");
+  for (int r = 0; r < 3; r++) {
+    BOTH("ticket lock (xadd next, load owner)",
+         ({
+           uint32_t me = __atomic_fetch_add(&line.next, 1, __ATOMIC_RELAXED);
+           while (__atomic_load_n(&line.owner, __ATOMIC_ACQUIRE) != me)
+             ;
+         }),
+         __atomic_store_n(&line.owner,
+                          __atomic_load_n(&line.owner, __ATOMIC_RELAXED) + 1,
+                          __ATOMIC_RELEASE));
+    BOTH("1-byte CAS, load of byte 1, 1-byte store",
+         ({
+           CAS(uint8_t, &line.next);
+           if (__atomic_load_n((volatile uint8_t *)&line.next + 1,
+                               __ATOMIC_RELAXED))
+             line.data += 2;
+         }),
+         STORE(uint8_t, &line.next));
+    BOTH("1-byte CAS, 1-byte store",
+         CAS(uint8_t, &line.next), STORE(uint8_t, &line.next));
+    /* Not locks: the same instructions with the release store moved to
+     * another word of the line, or an xadd in place of the CAS. */
+    BOTH("1-byte CAS, store to another word",
+         ({
+           uint8_t e = 0;
+           __atomic_compare_exchange_n((volatile uint8_t *)&line.next, &e, 0, 0,
+                                       __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+         }),
+         STORE(uint8_t, &line.owner));
+    BOTH("4-byte xadd, 4-byte store of it",
+         __atomic_fetch_add(&line.next, 1, __ATOMIC_ACQUIRE),
+         STORE(uint32_t, &line.next));
   }
   return 0;
 }
