@@ -20,6 +20,12 @@
  * before the next acquisition (as the bench's loop stores its operation
  * count), and followed by nothing.
  *
+ * The third table is a mutex's pair, a CAS and an `xadd` of one word
+ * (two locked RMWs), with a plain load between them: of the same word,
+ * of another word of its line, or none; and with the load before the
+ * CAS. It measures what an ownership test that reads the lock word
+ * costs next to the lock's own RMWs (docs/preload.md).
+ *
  *   cc -O2 -o access_widths bench/access_widths.c && ./access_widths
  */
 #include <stdint.h>
@@ -156,6 +162,28 @@ int main(void) {
     BOTH("4-byte xadd, 4-byte store of it",
          __atomic_fetch_add(&line.next, 1, __ATOMIC_ACQUIRE),
          STORE(uint32_t, &line.next));
+  }
+  /* A mutex's pair: CAS (0 -> tid) and xadd (-tid), with a load. */
+  printf("\nTwo RMWs of one word (CAS, xadd), and a load:\n");
+  for (int r = 0; r < 3; r++) {
+    const uint32_t me = 1234 << 4;
+#define CAS_ME()                                                               \
+  ({                                                                           \
+    uint32_t e_ = 0;                                                           \
+    __atomic_compare_exchange_n(&line.next, &e_, me, 0, __ATOMIC_ACQUIRE,      \
+                                __ATOMIC_RELAXED);                             \
+  })
+#define XADD_ME() __atomic_fetch_sub(&line.next, me, __ATOMIC_RELEASE)
+#define CHECK(p)                                                               \
+  if (__atomic_load_n((p), __ATOMIC_RELAXED) == 0xdeadbeef)                    \
+  line.data += 2
+    RUN_LINE("CAS, xadd", "", (void)0, CAS_ME(), XADD_ME());
+    RUN_LINE("CAS, load of the word, xadd", "", (void)0, CAS_ME(),
+             ({ CHECK(&line.next); XADD_ME(); }));
+    RUN_LINE("CAS, load of another word, xadd", "", (void)0, CAS_ME(),
+             ({ CHECK(&line.owner); XADD_ME(); }));
+    RUN_LINE("load of the word, CAS, xadd", "", (void)0,
+             ({ CHECK(&line.next); CAS_ME(); }), XADD_ME());
   }
   return 0;
 }

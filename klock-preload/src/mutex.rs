@@ -265,8 +265,7 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
             ty @ (RECURSIVE | ERRORCHECK) => {
                 // One tid lookup for the check and the lock.
                 let tid = crate::me();
-                if !r.held_by(tid) {
-                    lock(m as usize, r, tid);
+                if lock_unless_held(m as usize, r, tid) {
                     0
                 } else if ty == RECURSIVE {
                     relock(r)
@@ -280,6 +279,24 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
             }
         }
     })
+}
+
+/// Lock a klock mutex unless the calling thread `tid` holds it: `false`,
+/// nothing changed, if it does. Unprofiled, with threads, the lock's CAS
+/// comes first and its failure value answers the question
+/// ([`RawMutexCompact::lock_unless_held_as`]); otherwise the owner test,
+/// then [`lock`].
+#[inline]
+fn lock_unless_held(addr: usize, r: &RawMutexCompact, tid: u32) -> bool {
+    if stat::on() || crate::single_threaded() {
+        if r.held_by(tid) {
+            return false;
+        }
+        lock(addr, r, tid);
+        true
+    } else {
+        r.lock_unless_held_as(tid)
+    }
 }
 
 /// Lock a klock mutex as the calling thread `tid`: through the profile

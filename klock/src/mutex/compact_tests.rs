@@ -156,3 +156,34 @@ fn single_threaded_paths_take_only_a_plain_word() {
     unsafe { m.unlock() };
     assert_eq!(m.word(), 0);
 }
+
+#[test]
+fn lock_unless_held_takes_a_free_lock_refuses_its_holder_and_waits_for_another() {
+    let tid = thread::current_tid();
+    let m = Arc::new(RawMutexCompact::new());
+    assert!(m.lock_unless_held_as(tid), "a free lock is taken");
+    assert!(m.held_by(tid));
+    let w = m.word();
+    assert!(!m.lock_unless_held_as(tid), "its holder is told so");
+    assert_eq!(m.word(), w, "and the word is left as it was");
+
+    // Held by this thread: another thread's call waits for the unlock.
+    let released = Arc::new(AtomicUsize::new(0));
+    let (m2, r2) = (m.clone(), released.clone());
+    let h = std::thread::spawn(move || {
+        let me = thread::current_tid();
+        assert!(m2.lock_unless_held_as(me));
+        // Acquire-side check: it got the lock only after the release.
+        assert_eq!(r2.load(Relaxed), 1, "took the lock before it was released");
+        assert!(m2.held_by(me));
+        assert!(!m2.lock_unless_held_as(me));
+        // SAFETY: held by this thread.
+        unsafe { m2.unlock_as(me) };
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    released.store(1, Relaxed);
+    // SAFETY: held by this thread.
+    unsafe { m.unlock_as(tid) };
+    h.join().unwrap();
+    assert!(!m.is_locked());
+}
