@@ -5,20 +5,40 @@
  * 10^7 pairs, in ns per pair. The minimum keeps a shared machine's noise
  * out. With the argument `mt` an idle thread is started first: glibc's
  * mutex uses plain loads and stores while the process has one thread,
- * atomic instructions once it has two.
+ * atomic instructions once it has two. With a number WORK, each critical
+ * section does WORK dependent multiply-adds instead of nothing, and the
+ * first line is the same loop with no lock: with an empty critical section
+ * a load of the lock word in the unlock waits for the lock's atomic
+ * instruction to complete, and work in between hides that wait.
  *
  *   cc -O2 -o uncontended klock-preload/bench/uncontended.c -lpthread
- *   ./uncontended [mt]                               # glibc
- *   LD_PRELOAD=target/release/libklock_preload.so ./uncontended [mt]
+ *   ./uncontended [mt] [WORK]                        # glibc
+ *   LD_PRELOAD=target/release/libklock_preload.so ./uncontended [mt] [WORK]
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #define PAIRS 10000000L
+
+/* Dependent multiply-adds done inside each critical section. */
+static long work;
+static volatile unsigned long sink;
+
+/* The critical section: `work` steps that the compiler cannot fold. */
+static inline void critical_section(long i) {
+  unsigned long x = (unsigned long)i;
+  for (long k = 0; k < work; k++) {
+    x = x * 2654435761u + 1;
+    __asm__ volatile("" : "+r"(x));
+  }
+  if (work)
+    sink = x;
+}
 
 static double now_ns(void) {
   struct timespec t;
@@ -37,6 +57,8 @@ static double now_ns(void) {
       for (long i_ = 0; i_ < PAIRS; i_++) {                                  \
         LOCK;                                                                \
         __asm__ volatile("" ::: "memory");                                   \
+        critical_section(i_);                                                \
+        __asm__ volatile("" ::: "memory");                                   \
         UNLOCK;                                                              \
       }                                                                      \
       double ns_ = (now_ns() - t0_) / PAIRS;                                 \
@@ -53,13 +75,28 @@ static void *idle(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "mt") == 0) {
+  int a = 1;
+  if (a < argc && strcmp(argv[a], "mt") == 0) {
     pthread_t t;
     if (pthread_create(&t, NULL, idle, NULL) != 0)
       return 2;
-  } else if (argc > 1) {
-    fprintf(stderr, "usage: %s [mt]\n", argv[0]);
+    a++;
+  }
+  if (a < argc) {
+    char *end;
+    work = strtol(argv[a], &end, 10);
+    if (*end != '\0' || end == argv[a] || work < 0 || work > 1000000)
+      a = argc + 1; /* not a WORK: the usage below */
+    a++;
+  }
+  if (a != argc) {
+    fprintf(stderr, "usage: %s [mt] [WORK (0 to 1000000)]\n", argv[0]);
     return 2;
+  }
+  if (work) {
+    double alone;
+    BEST(alone, (void)0, (void)0);
+    printf("work %ld alone %.1f ns\n", work, alone);
   }
   pthread_mutex_t normal = PTHREAD_MUTEX_INITIALIZER;
   pthread_mutex_t recursive = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;

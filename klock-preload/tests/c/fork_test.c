@@ -112,6 +112,9 @@ static void forwarded_and_shared(void) {
   waitpid(pid, &status, 0);
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   CHECK(sh->count_m == 4000 && sh->count_s == 4000);
+  /* Still the process-shared test-and-set form, unlocked: its mark (bit
+   * 15) outlives every unlock, which clears the locked byte alone. */
+  CHECK(*(volatile int *)&sh->s == 1 << 15);
   CHECK(forwarded() >= before + 4000); /* later calls forward too */
   CHECK_RC(pthread_mutex_destroy(&sh->m), 0);
   munmap(sh, sizeof *sh);

@@ -125,7 +125,17 @@ impl RawMutexCompact {
     /// lock took, clears its mark and is back on the fast paths.
     #[inline]
     pub(super) fn count_acquisition(&self) {
-        if self.owner.load(Relaxed) & C_COUNTING == 0 {
+        self.count_acquisition_seen(self.owner.load(Relaxed));
+    }
+
+    /// [`count_acquisition`](Self::count_acquisition) by a caller that
+    /// knows the word its acquiring CAS wrote, `w`, and so spares the
+    /// load of the word just after that CAS. A mark set after it (another
+    /// locker's `adapt_contended`) misses this one acquisition, which
+    /// only steers spinning.
+    #[inline]
+    pub(super) fn count_acquisition_seen(&self, w: u32) {
+        if w & C_COUNTING == 0 {
             return;
         }
         let still = match find(self.addr()) {
