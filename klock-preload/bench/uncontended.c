@@ -82,14 +82,14 @@ int main(int argc, char **argv) {
       return 2;
     a++;
   }
+  int ok = 1;
   if (a < argc) {
     char *end;
     work = strtol(argv[a], &end, 10);
-    if (*end != '\0' || end == argv[a] || work < 0 || work > 1000000)
-      a = argc + 1; /* not a WORK: the usage below */
+    ok = *end == '\0' && end != argv[a] && work >= 0 && work <= 1000000;
     a++;
   }
-  if (a != argc) {
+  if (!ok || a != argc) {
     fprintf(stderr, "usage: %s [mt] [WORK (0 to 1000000)]\n", argv[0]);
     return 2;
   }

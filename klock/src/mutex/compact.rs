@@ -43,6 +43,14 @@ const OWNER_MASK: u32 = ((1 << TID_BITS) - 1) << C_OWNER_SHIFT;
 /// CAS from 0 fails while it is set, so every acquisition takes the slow
 /// path, where the new holder counts it.
 pub const C_COUNTING: u32 = 1 << (C_OWNER_SHIFT + TID_BITS);
+
+/// The tid of the thread that holds a lock whose word is `w`: none if it
+/// is free, or handed over and not yet picked up.
+#[inline]
+fn holder(w: u32) -> Option<u32> {
+    (w & OWNER_MASK != 0 && w & C_PICKUP == 0).then_some((w & OWNER_MASK) >> C_OWNER_SHIFT)
+}
+
 /// Whether an unlock that left the flags `f` must take the slow path: a
 /// waiter is queued and either none is awake (`WAITERS` without `WOKEN`)
 /// or the first one demanded a hand-off.
@@ -190,8 +198,7 @@ impl RawMutexCompact {
     /// exact when it names the caller, who alone can set or clear that.
     #[inline]
     pub fn owner_tid(&self) -> Option<u32> {
-        let w = self.owner.load(Relaxed);
-        (w & OWNER_MASK != 0 && w & C_PICKUP == 0).then_some((w & OWNER_MASK) >> C_OWNER_SHIFT)
+        holder(self.owner.load(Relaxed))
     }
 
     /// Whether the calling thread holds the lock.
@@ -231,7 +238,7 @@ impl RawMutexCompact {
         // (0, -) -> (me, -). Acquire pairs with the previous owner's
         // Release unlock.
         if let Err(w) = self.owner.compare_exchange(0, me, Acquire, Relaxed) {
-            self.lock_missed(me, w);
+            self.lock_slow(me, None, w);
         }
     }
 
@@ -250,45 +257,12 @@ impl RawMutexCompact {
         // the word (a holder that is the caller needs nothing published).
         match self.owner.compare_exchange(0, me, Acquire, Relaxed) {
             Ok(_) => true,
-            // As `held_by`: the owner field names the caller and no
-            // hand-off awaits its pick-up.
-            Err(w) if w & OWNER_MASK == me && w & C_PICKUP == 0 => false,
+            Err(w) if holder(w) == Some(tid) => false,
             Err(w) => {
-                self.lock_missed(me, w);
+                self.lock_slow(me, None, w);
                 true
             }
         }
-    }
-
-    /// The fast CAS found `w`. A free lock whose word keeps flags, `(0,
-    /// F)` with no hand-off pending (its waiters asleep, or its spin test
-    /// counting), is taken with a second CAS from `w` itself, `-> (me, F)`,
-    /// and counted from the word that CAS wrote; anything else, or a lost
-    /// race, is the slow path. While waiters sleep, every acquisition
-    /// comes here, and the slow path's first step, a load of the word just
-    /// after the failed CAS, waits for that locked instruction to
-    /// complete, as did the count's load just after the second one
-    /// (`bench/access_widths.c`'s third table: 2.5–5 ns each on Intel
-    /// guests). Out of line: it keeps the fast path one CAS, and it is not
-    /// cold.
-    #[inline(never)]
-    fn lock_missed(&self, me: u32, w: u32) {
-        if w & OWNER_MASK == 0 && w & C_HANDOFF == 0 {
-            // What try_lock_slow writes for a free word: the waiter,
-            // counting and fork-generation bits kept, PICKUP (never set
-            // on a free word) dropped.
-            let mine = me | (w & (C_WW | C_COUNTING | GEN_MASK));
-            // (0, F) -> (me, F). Acquire: as in lock_as.
-            if self
-                .owner
-                .compare_exchange(w, mine, Acquire, Relaxed)
-                .is_ok()
-            {
-                self.count_acquisition_seen(mine);
-                return;
-            }
-        }
-        self.lock_slow(me, None);
     }
 
     /// Take the lock if it is free and not reserved for a starving waiter.
@@ -325,8 +299,10 @@ impl RawMutexCompact {
     pub fn lock_until_ns_as(&self, tid: u32, deadline_ns: u64) -> bool {
         let me = tid << C_OWNER_SHIFT;
         // Acquire: as in lock.
-        self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok()
-            || self.lock_slow(me, Some(deadline_ns))
+        match self.owner.compare_exchange(0, me, Acquire, Relaxed) {
+            Ok(_) => true,
+            Err(w) => self.lock_slow(me, Some(deadline_ns), w),
+        }
     }
 
     /// Release the lock.
@@ -434,27 +410,30 @@ impl RawMutexCompact {
     /// hand-off reserves the free lock for the first waiter (`first`: we
     /// are it), or pick up a lock handed to us. Clears HANDOFF and PICKUP.
     fn try_lock_slow(&self, me: u32, first: bool) -> bool {
-        let mut w = self.owner.load(Relaxed);
+        self.try_lock_from(me, first, self.owner.load(Relaxed))
+            .is_some()
+    }
+
+    /// [`try_lock_slow`](Self::try_lock_slow) from the word `w` the caller
+    /// has just seen (a failed CAS's value) instead of a load of it: the
+    /// word written if it took the lock.
+    fn try_lock_from(&self, me: u32, first: bool, mut w: u32) -> Option<u32> {
         loop {
             let owner = w & OWNER_MASK;
             if owner != 0 {
                 // Held, unless handed to us, or to a waiter that stayed
                 // in the parent of a fork (see compact_fork.rs).
                 if w & C_PICKUP == 0 || (owner != me && !is_stale(w)) {
-                    return false;
+                    return None;
                 }
             } else if w & C_HANDOFF != 0 && !first && !is_stale(w) {
-                return false;
+                return None;
             }
             // Acquire pairs with the previous owner's Release unlock (the
             // hand-off CAS continues its release sequence).
-            match self.owner.compare_exchange_weak(
-                w,
-                me | (w & (C_WW | C_COUNTING | GEN_MASK)),
-                Acquire,
-                Relaxed,
-            ) {
-                Ok(_) => return true,
+            let mine = me | (w & (C_WW | C_COUNTING | GEN_MASK));
+            match self.owner.compare_exchange_weak(w, mine, Acquire, Relaxed) {
+                Ok(_) => return Some(mine),
                 Err(now) => w = now,
             }
         }
@@ -471,15 +450,28 @@ impl RawMutexCompact {
         owner_spin() && oncpu::spinning_useful() && self.spin_pays()
     }
 
-    /// Every acquisition that is not the fast paths' CAS from 0: a lock
-    /// under its test (free, but marked `COUNTING`), or a contended one.
-    #[cold]
+    /// Every acquisition that is not the fast paths' CAS from 0, which
+    /// found `w`. Its first try starts from `w`, and counts from the word
+    /// it wrote, with no load of the word: a free lock whose word keeps
+    /// flags (its waiters asleep, or its spin test counting) comes here on
+    /// every acquisition, and a load of the word just after a locked
+    /// instruction on it waits for that instruction to complete
+    /// (`bench/access_widths.c`'s third table: 1.3–5 ns on two Intel
+    /// guests; `docs/preload.md`, "A free lock whose word keeps flags").
+    /// Out of line, to keep the fast paths one CAS; not cold.
     #[inline(never)]
-    fn lock_slow(&self, me: u32, deadline: Option<u64>) -> bool {
-        if self.try_lock_slow(me, false) {
-            self.count_acquisition();
+    fn lock_slow(&self, me: u32, deadline: Option<u64>, w: u32) -> bool {
+        if let Some(mine) = self.try_lock_from(me, false, w) {
+            self.count_acquisition_seen(mine);
             return true;
         }
+        self.lock_contended(me, deadline)
+    }
+
+    /// The lock is held or reserved: spin, or sleep.
+    #[cold]
+    #[inline(never)]
+    fn lock_contended(&self, me: u32, deadline: Option<u64>) -> bool {
         self.adapt_contended();
         let got = (self.may_spin() && self.optimistic_spin(me, false, deadline))
             || self.lock_sleep(me, deadline);

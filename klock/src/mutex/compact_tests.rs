@@ -189,23 +189,28 @@ fn lock_unless_held_takes_a_free_lock_refuses_its_holder_and_waits_for_another()
 }
 
 #[test]
-fn a_free_lock_with_flags_is_taken_by_a_second_cas_that_keeps_them() {
+fn a_free_lock_with_flags_is_taken_from_the_fast_cas_value_and_keeps_them() {
     let tid = thread::current_tid();
     let me = tid << C_OWNER_SHIFT;
     let m = RawMutexCompact::new();
     // Free, its waiters' flags set (as while they sleep): the fast CAS
-    // from 0 fails, the second CAS from the word it saw takes the lock
-    // and keeps the flags.
+    // from 0 fails, and the slow path's first try, from the word that CAS
+    // returned, takes the lock and keeps the flags.
     m.owner.store(C_WAITERS | C_WOKEN, Relaxed);
     m.lock_as(tid);
     assert_eq!(m.word(), me | C_WAITERS | C_WOKEN);
-    // Free with a counting mark that no spin test backs (this lock holds
-    // no test's slot): taken, and the count, made from the word the CAS
-    // wrote, clears the mark.
+    // A counting mark that no spin test backs (this lock holds no test's
+    // slot): the count, made from the word that try wrote, clears it.
     m.owner.store(C_COUNTING | C_WAITERS, Relaxed);
     m.lock_as(tid);
     assert_eq!(m.word(), me | C_WAITERS);
+    // The same through the timed lock and the holder test.
+    m.owner.store(C_WAITERS | C_WOKEN, Relaxed);
+    assert!(m.lock_until_ns_as(tid, u64::MAX));
+    assert_eq!(m.word(), me | C_WAITERS | C_WOKEN);
+    assert!(!m.lock_unless_held_as(tid), "its holder is told so");
+    m.owner.store(C_WAITERS | C_WOKEN, Relaxed);
+    assert!(m.lock_unless_held_as(tid));
+    assert_eq!(m.word(), me | C_WAITERS | C_WOKEN);
     m.owner.store(0, Relaxed);
-    // A reserved lock (HANDOFF) is the slow path's: the hand-off models
-    // (tests/loom_mutex_compact.rs) run a newcomer against it.
 }
