@@ -316,7 +316,7 @@ mod store {
     use crate::thread::MAX_THREADS;
     // Plain std atomics on purpose: counters are statistics, not
     // synchronisation, and must not go through the loom shim.
-    use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+    use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
     use crossbeam_utils::CachePadded;
 
     type Row = CachePadded<[AtomicU64; Event::COUNT]>;
@@ -414,18 +414,31 @@ mod store {
         start: |_| {},
         exit: |_| ROW.set(None),
     };
-    static HOOKS_REGISTERED: AtomicBool = AtomicBool::new(false);
+    /// [`THREAD_HOOKS`]: not tried yet, registered, or refused.
+    static HOOKS_STATE: AtomicU8 = AtomicU8::new(HOOKS_UNTRIED);
+    const HOOKS_UNTRIED: u8 = 0;
+    const HOOKS_REGISTERED: u8 = 1;
+    const HOOKS_REFUSED: u8 = 2;
 
     /// Whether [`THREAD_HOOKS`] runs at every thread's exit, registering
-    /// it on first use. Without it (every hook slot taken) rows are not
-    /// cached and every count takes the uncached path.
+    /// it on first use. Refused (every hook slot taken), rows are not
+    /// cached and every count takes the uncached path; the registration
+    /// is not tried again (it takes a lock).
     fn exit_hook_registered() -> bool {
-        if HOOKS_REGISTERED.load(Ordering::Relaxed) {
-            return true;
+        // Acquire pairs with the Release below: a thread that caches its
+        // row because another registered the hook then sees the hook
+        // table's entry when it exits.
+        match HOOKS_STATE.load(Ordering::Acquire) {
+            HOOKS_REGISTERED => true,
+            HOOKS_REFUSED => false,
+            _ => {
+                let ok = crate::thread::register_hooks(&THREAD_HOOKS);
+                let state = if ok { HOOKS_REGISTERED } else { HOOKS_REFUSED };
+                // Release: after the registration's store of the entry.
+                HOOKS_STATE.store(state, Ordering::Release);
+                ok
+            }
         }
-        let ok = crate::thread::register_hooks(&THREAD_HOOKS);
-        HOOKS_REGISTERED.store(ok, Ordering::Relaxed);
-        ok
     }
 
     /// Every allocated row, and the shared one.
