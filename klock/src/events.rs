@@ -378,7 +378,7 @@ mod store {
     #[inline(always)]
     pub fn add(ev: Event, n: u64) {
         // The cache is cleared before the thread gives its index back
-        // (`forget_row`); rows are never freed.
+        // (`THREAD_HOOKS`); rows are never freed.
         let Some(row) = ROW.get() else {
             return add_uncached(ev, n);
         };
@@ -389,8 +389,8 @@ mod store {
     }
 
     /// First count on this thread, or one made while it has no index
-    /// (teardown, or more threads than indexes): find the row and cache
-    /// it, or count in the shared row.
+    /// (teardown, or more threads than indexes) or no cache (the exit hook
+    /// refused): find the row and cache it, or count in the shared row.
     #[cold]
     #[inline(never)]
     fn add_uncached(ev: Event, n: u64) {

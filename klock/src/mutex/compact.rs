@@ -277,14 +277,18 @@ impl RawMutexCompact {
     pub fn try_lock_as(&self, tid: u32) -> bool {
         let me = tid << C_OWNER_SHIFT;
         // Acquire: as in lock.
-        if self.owner.compare_exchange(0, me, Acquire, Relaxed).is_ok() {
-            return true;
+        match self.owner.compare_exchange(0, me, Acquire, Relaxed) {
+            Ok(_) => true,
+            Err(w) => self.try_lock_missed(me, w),
         }
-        let got = self.try_lock_slow(me, false);
-        if got {
-            self.count_acquisition();
-        }
-        got
+    }
+
+    /// The trylock's fast CAS found `w`: one try from it, as the lock's
+    /// first (see [`lock_slow`](Self::lock_slow)). Out of line, to keep
+    /// the fast path one CAS.
+    #[inline(never)]
+    fn try_lock_missed(&self, me: u32, w: u32) -> bool {
+        self.take_from(me, w)
     }
 
     /// Acquire the lock unless `deadline_ns` ([`crate::sys::monotonic_ns`] time)
@@ -461,11 +465,19 @@ impl RawMutexCompact {
     /// Out of line, to keep the fast paths one CAS; not cold.
     #[inline(never)]
     fn lock_slow(&self, me: u32, deadline: Option<u64>, w: u32) -> bool {
-        if let Some(mine) = self.try_lock_from(me, false, w) {
-            self.count_acquisition_seen(mine);
-            return true;
-        }
-        self.lock_contended(me, deadline)
+        self.take_from(me, w) || self.lock_contended(me, deadline)
+    }
+
+    /// One try to take a free lock from the word `w` a failed fast CAS
+    /// returned, counted from the word it wrote: the first step of the
+    /// lock's and the trylock's slow paths.
+    #[inline(always)]
+    fn take_from(&self, me: u32, w: u32) -> bool {
+        let Some(mine) = self.try_lock_from(me, false, w) else {
+            return false;
+        };
+        self.count_acquisition_seen(mine);
+        true
     }
 
     /// The lock is held or reserved: spin, or sleep.

@@ -212,5 +212,13 @@ fn a_free_lock_with_flags_is_taken_from_the_fast_cas_value_and_keeps_them() {
     m.owner.store(C_WAITERS | C_WOKEN, Relaxed);
     assert!(m.lock_unless_held_as(tid));
     assert_eq!(m.word(), me | C_WAITERS | C_WOKEN);
+    // The trylock takes the same first step, counting included.
+    m.owner.store(C_WAITERS | C_WOKEN, Relaxed);
+    assert!(m.try_lock_as(tid));
+    assert_eq!(m.word(), me | C_WAITERS | C_WOKEN);
+    assert!(!m.try_lock_as(tid), "held");
+    m.owner.store(C_COUNTING | C_WAITERS, Relaxed);
+    assert!(m.try_lock_as(tid));
+    assert_eq!(m.word(), me | C_WAITERS);
     m.owner.store(0, Relaxed);
 }
