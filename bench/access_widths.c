@@ -32,6 +32,14 @@
  * instruction on the line wait, whichever byte it wrote, while a 4-byte
  * store over a 1-byte CAS costs nothing extra (docs/locks/spinlock.md).
  *
+ * The fifth table is the paravirt queued spinlock's fast path and plain
+ * unlock in its two words, the data in the lock's line: the kernel's four
+ * bytes (1-byte CAS of the locked byte, load of the pending byte, 1-byte
+ * store) and eight bytes with the locked part alone in the low four
+ * (4-byte CAS, one 4-byte load of the high half's pending byte and tail,
+ * 4-byte store), beside a ticket lock; each followed by a store to another
+ * line, as the bench's loop stores its operation count.
+ *
  *   cc -O2 -o access_widths bench/access_widths.c && ./access_widths
  */
 #include <stdint.h>
@@ -217,6 +225,48 @@ int main(void) {
              CAS(uint8_t, &line.next),
              __atomic_fetch_sub((volatile uint8_t *)&line.next, 1,
                                 __ATOMIC_RELEASE));
+  }
+  /* The queued spinlock's two words. */
+  printf("\nThe queued spinlock's word, 4 or 8 bytes (data in the lock's line):\n");
+  static struct {
+    uint32_t lo, hi;
+    uint64_t data;
+  } q __attribute__((aligned(64)));
+  for (int r = 0; r < 3; r++) {
+#define RUN_Q(name, LOCK, UNLOCK)                                              \
+  do {                                                                         \
+    q.lo = q.hi = 0;                                                           \
+    double a = now();                                                          \
+    for (long i = 0; i < N; i++) {                                             \
+      LOCK;                                                                    \
+      (*(volatile uint64_t *)&q.data)++;                                       \
+      UNLOCK;                                                                  \
+      seq = i;                                                                 \
+    }                                                                          \
+    printf("%-60s %.2f ns\n", name, (now() - a) / N);                          \
+  } while (0)
+    RUN_Q("4 bytes: 1-byte CAS, load of the pending byte, 1-byte store",
+          ({
+            CAS(uint8_t, &q.lo);
+            if (__atomic_load_n((volatile uint8_t *)&q.lo + 1, __ATOMIC_RELAXED))
+              q.data += 2;
+          }),
+          STORE(uint8_t, &q.lo));
+    RUN_Q("8 bytes: 4-byte CAS, 4-byte load of the high half, 4-byte store",
+          ({
+            CAS(uint32_t, &q.lo);
+            if (__atomic_load_n(&q.hi, __ATOMIC_RELAXED) & 0xff00)
+              q.data += 2;
+          }),
+          STORE(uint32_t, &q.lo));
+    RUN_Q("ticket lock (xadd next, load owner)",
+          ({
+            uint32_t me = __atomic_fetch_add(&q.lo, 1, __ATOMIC_RELAXED);
+            while (__atomic_load_n(&q.hi, __ATOMIC_ACQUIRE) != me)
+              ;
+          }),
+          __atomic_store_n(&q.hi, __atomic_load_n(&q.hi, __ATOMIC_RELAXED) + 1,
+                           __ATOMIC_RELEASE));
   }
   return 0;
 }

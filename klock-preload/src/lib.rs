@@ -12,7 +12,7 @@
 //! |---|---|
 //! | `pthread_mutex_t` (40) | [`klock::mutex::RawMutexCompact`]; the kind stays at byte 16 |
 //! | `pthread_rwlock_t` (56) | [`klock::RawRwSem`] |
-//! | `pthread_spinlock_t` (4) | [`klock::RawQSpinLock`] |
+//! | `pthread_spinlock_t` (4) | [`klock::RawQSpinLock32`] |
 //! | `pthread_cond_t` (48) | a futex sequence counter (as [`klock::RawCondvar`]) |
 //!
 //! What cannot live in place is forwarded to glibc's own functions

@@ -1,4 +1,4 @@
-//! `pthread_spin_*`: [`RawQSpinLock`], the kernel's queued spinlock with
+//! `pthread_spin_*`: [`RawQSpinLock32`], the kernel's queued spinlock with
 //! its paravirt slow path, in place: its word is the 4-byte
 //! `pthread_spinlock_t` (0 unlocked).
 //!
@@ -17,13 +17,13 @@ use core::sync::atomic::{
     AtomicU32,
     Ordering::{Acquire, Relaxed, Release},
 };
-use klock::RawQSpinLock;
+use klock::RawQSpinLock32;
 use libc::pthread_spinlock_t;
 
 const _: () = assert!(core::mem::size_of::<pthread_spinlock_t>() == 4);
-const _: () = assert!(core::mem::size_of::<RawQSpinLock>() == 4);
+const _: () = assert!(core::mem::size_of::<RawQSpinLock32>() == 4);
 const _: () =
-    assert!(core::mem::align_of::<RawQSpinLock>() <= core::mem::align_of::<pthread_spinlock_t>());
+    assert!(core::mem::align_of::<RawQSpinLock32>() <= core::mem::align_of::<pthread_spinlock_t>());
 
 /// Marks a process-shared test-and-set spinlock.
 const PSHARED: u32 = 1 << 15;
@@ -38,13 +38,15 @@ const TAS_SPINS: u32 = 128;
 /// # Safety
 /// `l` is null or points to a live `pthread_spinlock_t`.
 #[inline]
-unsafe fn raw<'a>(l: *mut pthread_spinlock_t) -> Result<(&'a AtomicU32, &'a RawQSpinLock), c_int> {
+unsafe fn raw<'a>(
+    l: *mut pthread_spinlock_t,
+) -> Result<(&'a AtomicU32, &'a RawQSpinLock32), c_int> {
     if l.is_null() {
         return Err(libc::EINVAL);
     }
     // SAFETY: non-null, live, 4 bytes, aligned (asserted above); the
     // queued spinlock is its one AtomicU32 word, valid for every value.
-    Ok(unsafe { (&*l.cast::<AtomicU32>(), &*l.cast::<RawQSpinLock>()) })
+    Ok(unsafe { (&*l.cast::<AtomicU32>(), &*l.cast::<RawQSpinLock32>()) })
 }
 
 /// Initialise `l`; `pshared` chooses the test-and-set form.
@@ -135,7 +137,7 @@ pub unsafe extern "C" fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int 
         match unsafe { raw(l) } {
             Ok((w, q)) => {
                 // The queued spinlock's fast path first, without loading
-                // the word (see RawQSpinLock::raw_lock_fast): a
+                // the word (see RawQSpinLock32::raw_lock_fast): a
                 // process-shared lock's PSHARED, in the pending byte,
                 // makes it fail, and its word says which lock this is.
                 let profiled = stat::on();
@@ -219,7 +221,7 @@ pub unsafe extern "C" fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_in
             Ok((w, q)) => {
                 // The two bytes at their own width, not the word: a 4-byte
                 // load just after the queued spinlock's byte-wide fast
-                // path waits for its store to drain (RawQSpinLock's
+                // path waits for its store to drain (RawQSpinLock32's
                 // locked_byte).
                 if q.pending_byte() & PSHARED != 0 {
                     // Release pairs with the next locker's Acquire CAS.

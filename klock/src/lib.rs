@@ -80,7 +80,7 @@ mod waitlock;
 pub use condvar::{RawCondvar, RawCondvarWith};
 pub use mutex::{RawMutex, RawMutexWith};
 pub use qrwlock::RawQRwLock;
-pub use qspinlock::{RawQSpinLock, RawQSpinLockNative, RawQSpinLockWith};
+pub use qspinlock::{RawQSpinLock, RawQSpinLock32, RawQSpinLockNative, RawQSpinLockWith};
 
 /// Call in a just-forked child, on the thread that forked (a
 /// `pthread_atfork` child handler), before it takes a klock lock (the

@@ -1,5 +1,5 @@
 //! Queued rwlock: the kernel's qrwlock, a reader/writer spinlock whose
-//! contended lockers queue FIFO on a [`RawQSpinLock`].
+//! contended lockers queue FIFO on a [`RawQSpinLock32`].
 //!
 //! Readers and writers meet on one 32-bit counter word. Uncontended, a read
 //! lock is one `fetch_add` and a write lock one CAS. Contended lockers —
@@ -34,7 +34,7 @@
 //! * **readers** (bits 10–31, [`READER_BIAS`] each): up to 2²² − 1, far
 //!   more than the 16,383 threads klock can index.
 //!
-//! `wait_lock` (a [`RawQSpinLock`], 4 bytes) orders contended lockers: only
+//! `wait_lock` (a [`RawQSpinLock32`], 4 bytes) orders contended lockers: only
 //! its holder may set `WAITING` or `SLEEPER`, or add a slow-path reader.
 //! It is klock's paravirt qspinlock, so queued lockers sleep too.
 //!
@@ -113,7 +113,7 @@
 //! `klock bench rwlock` weigh it against a spinlock and the usual peers.
 
 use crate::events::{self, Event};
-use crate::qspinlock::RawQSpinLock;
+use crate::qspinlock::RawQSpinLock32;
 use crate::sync::AtomicU32;
 use crate::sync::Ordering::{self, Acquire, Relaxed, Release};
 
@@ -155,7 +155,7 @@ const QUICK_TRUSTS_POLL: u8 = 4;
 /// Use it through [`crate::RwLock`].
 pub struct RawQRwLock {
     cnts: AtomicU32,
-    wait_lock: RawQSpinLock,
+    wait_lock: RawQSpinLock32,
     /// Loom only: which paths an execution went through.
     #[cfg(loom)]
     probe: Probe,
@@ -175,7 +175,7 @@ impl RawQRwLock {
     pub const fn new() -> Self {
         Self {
             cnts: AtomicU32::new(0),
-            wait_lock: RawQSpinLock::new(),
+            wait_lock: RawQSpinLock32::new(),
         }
     }
 
@@ -184,7 +184,7 @@ impl RawQRwLock {
     pub fn new() -> Self {
         Self {
             cnts: AtomicU32::new(0),
-            wait_lock: RawQSpinLock::new(),
+            wait_lock: RawQSpinLock32::new(),
             probe: Probe::default(),
             loom_no_quick_spin: std::sync::atomic::AtomicBool::new(false),
         }

@@ -53,8 +53,8 @@ pub trait WaitLockRaw: Sized + Send + Sync {
     unsafe fn unlock(&self);
 }
 
-impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> WaitLockRaw
-    for RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>
+impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: crate::qspinlock::LockWord> WaitLockRaw
+    for RawQSpinLockWith<PENDING_LOOPS, PARAVIRT, W>
 {
     const SLEEPS: bool = false;
     #[cfg(not(loom))]

@@ -10,7 +10,9 @@ use super::raw::{Downgrade, RawInfo, RawM, RawRw, Timed};
 use klock::events::{snapshot, LockType};
 use std::time::Duration;
 
-impl<const PL: u32, const PV: bool> RawInfo for klock::RawQSpinLockWith<PL, PV> {
+impl<const PL: u32, const PV: bool, W: klock::qspinlock::LockWord> RawInfo
+    for klock::RawQSpinLockWith<PL, PV, W>
+{
     /// Never sleeps on the native path; the paravirt path's sleeping is the
     /// lock's own business, and pi treats both as spinlocks.
     const SLEEPS: bool = false;
@@ -49,9 +51,13 @@ impl<const R: u8, const A: u8> RawInfo for klock::RawRwSemWith<R, A> {
 }
 
 /// `klock::RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>` (the queued
-/// spinlock; paravirt slow path by default).
+/// spinlock in the kernel's four-byte word; paravirt slow path by default).
 pub type QSpin<const PENDING_LOOPS: u32, const PARAVIRT: bool = true> =
     RawM<klock::RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>>;
+
+/// `klock::RawQSpinLock`, the lock of `klock::SpinLock` (on x86-64 its
+/// word is eight bytes).
+pub type QSpinDefault = RawM<klock::RawQSpinLock>;
 
 /// `klock::RawQRwLock` (the queued rwlock).
 pub type QRw = RawRw<klock::RawQRwLock>;
@@ -126,9 +132,9 @@ impl TryBench for KMutexCompact {
     }
 }
 
-/// The (paravirt) queued spinlock, always unlocked with the 32-bit RMW,
-/// beside `qspinlock`, whose plain unlock on x86-64 is the byte store, the
-/// width of its byte-CAS fast path.
+/// The (paravirt) queued spinlock, always unlocked with an RMW of its
+/// word, beside `qspinlock`, whose plain unlock on x86-64 is a store of
+/// the locked part, the width of its fast path's CAS.
 pub struct QSpinRmw(klock::RawQSpinLock);
 
 impl BenchLock for QSpinRmw {

@@ -136,6 +136,7 @@ pub static SPINLOCK: Plain = Plain(&Spec {
     title: "spinlock stress test (2018 qspinlock mail): locking rate, tiny critical section",
     default_locks: &[
         "qspinlock",
+        "qspinlock-32",
         "qspinlock-native",
         "qspinlock-pl0",
         "qspinlock-rmw",
@@ -162,6 +163,7 @@ pub static UNCONTENDED: Plain = Plain(&Spec {
     title: "uncontended cost: one thread, lock + counter increment + unlock",
     default_locks: &[
         "qspinlock",
+        "qspinlock-32",
         "qspinlock-rmw",
         "mutex",
         "mutex-nospin",

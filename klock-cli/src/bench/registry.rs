@@ -27,10 +27,14 @@ use super::workload::{run, RunOutcome, Workload};
 macro_rules! locks {
     ($then:ident) => {
         $then! {
-            (QSpin<{ klock::qspinlock::DEFAULT_PENDING_LOOPS }>, "qspinlock",
+            (QSpinDefault, "qspinlock",
                 bench("klock-qspinlock", "paravirt,pending-loops=512",
-                    "klock::SpinLock: queued spinlock, pending bit; paravirt slow path: waiters spin while it pays, then sleep; steals while the queue head sleeps"),
+                    "klock::SpinLock: queued spinlock, pending bit; paravirt slow path: waiters spin while it pays, then sleep; steals while the queue head sleeps (x86-64: 8-byte word, locked part alone in 4)"),
                 klock("klock::SpinLock: queued spinlock (pending wait 512), paravirt slow path (spin, then sleep)")),
+            (QSpin<{ klock::qspinlock::DEFAULT_PENDING_LOOPS }>, "qspinlock-32",
+                bench("klock-qspinlock", "paravirt,pending-loops=512,word=32",
+                    "klock::SpinLock's lock in the kernel's 4-byte word (RawQSpinLock32: the preload's pthread_spinlock_t); on x86-64 a byte CAS and a byte-store unlock"),
+                klock("klock queued spinlock, paravirt, in the kernel's 4-byte word (RawQSpinLock32)")),
             (QSpin<{ klock::qspinlock::DEFAULT_PENDING_LOOPS }, false>, "qspinlock-native",
                 bench("klock-qspinlock", "native,pending-loops=512",
                     "klock qspinlock with the kernel's native slow path: pure spinning, strict FIFO (the 2018 mail's 'before' column)"),
@@ -41,7 +45,7 @@ macro_rules! locks {
                 klock("klock native queued spinlock without the pending->locked wait")),
             (QSpinRmw, "qspinlock-rmw",
                 bench("klock-qspinlock", "paravirt,pending-loops=512,unlock=rmw",
-                    "klock::SpinLock through its raw calls, always unlocking with the 32-bit RMW (qspinlock takes and releases the locked byte at one width on x86-64: byte CAS, byte store)"),
+                    "klock::SpinLock through its raw calls, always unlocking with an RMW of its word (qspinlock takes and releases the locked part at one width on x86-64: 4-byte CAS, 4-byte store)"),
                 NO_TORTURE),
             (KMutex<{ klock::mutex::OWNER_SPIN }>, "mutex",
                 bench("klock-mutex", "owner-spin",

@@ -12,9 +12,19 @@ fn formats() {
     assert_eq!(lm_pct(0.0), "0%");
     assert_eq!(lm_pct(100.0), "100%");
     assert_eq!(
-        short_type_name::<crate::RawQSpinLock>(),
+        short_type_name::<crate::RawQSpinLock32>(),
         "RawQSpinLockWith<512>"
     );
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!(
+        short_type_name::<crate::RawQSpinLock>(),
+        "RawQSpinLockWith<512, true, Word64>"
+    );
+    assert_eq!(
+        short_type_name::<Option<crate::RawQSpinLock32>>(),
+        "Option<RawQSpinLockWith<512>>"
+    );
+    assert_eq!(short_type_name::<u32>(), "u32");
 }
 
 #[test]

@@ -143,12 +143,28 @@ impl<R: lock_api::RawRwLock> Tracked<R> {
     }
 }
 
-/// `klock::qspinlock::RawQSpinLockWith<512>` → `RawQSpinLockWith<512>`.
+/// The type's name without module paths, its parameters' included:
+/// `klock::qspinlock::RawQSpinLockWith<512, true, klock::qspinlock::word::Word64>`
+/// → `RawQSpinLockWith<512, true, Word64>`.
 pub(super) fn short_type_name<R>() -> String {
     let full = std::any::type_name::<R>();
-    let base = full.split('<').next().unwrap_or(full);
-    let start = base.rfind("::").map_or(0, |i| i + 2);
-    full[start..].to_string()
+    let mut out = String::with_capacity(full.len());
+    // Where the path being read began in `out`: a `::` drops it.
+    let mut path_start = 0;
+    let mut rest = full;
+    while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("::") {
+            out.truncate(path_start);
+            rest = after;
+            continue;
+        }
+        out.push(c);
+        if !(c.is_alphanumeric() || c == '_') {
+            path_start = out.len();
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 // SAFETY: delegates every operation to `R` with `R`'s own guard; tracking

@@ -37,28 +37,18 @@
 //! byte differs from the expected one, the byte loads as loads of the word.
 
 use crate::sync::AtomicU32;
+use crate::sync::Ordering;
 #[cfg(not(all(target_arch = "x86_64", not(loom))))]
 use crate::sync::Ordering::Relaxed;
 #[cfg(loom)]
 use crate::sync::Ordering::Release;
-#[cfg(any(loom, target_arch = "x86_64"))]
-use crate::sync::Ordering::{self, Acquire};
-
-/// `(*,*,0) -> (*,*,LOCKED)` on the locked byte alone: true if we took it.
-/// Acquire: pairs with the Release of the unlock (or give-back) that
-/// cleared the byte.
-#[cfg(any(loom, target_arch = "x86_64"))]
-#[inline(always)]
-pub(super) fn cas_locked(word: &AtomicU32) -> bool {
-    cas(word, 0, super::LOCKED as u8, Acquire)
-}
 
 /// `(*,*,old) -> (*,*,new)` on the locked byte alone: true if it held
 /// `old`. `order` is the ordering the loom model gives it (x86's `lock
 /// cmpxchg` is a full barrier).
 #[cfg(all(target_arch = "x86_64", not(loom)))]
 #[inline(always)]
-pub(super) fn cas(word: &AtomicU32, old: u8, new: u8, order: Ordering) -> bool {
+fn cas(word: &AtomicU32, old: u8, new: u8, order: Ordering) -> bool {
     let _ = order;
     let seen: u8;
     // SAFETY: `word` is a live, 4-byte aligned u32; byte 0 is the locked
@@ -80,7 +70,7 @@ pub(super) fn cas(word: &AtomicU32, old: u8, new: u8, order: Ordering) -> bool {
 /// Loom model of the byte CAS: a CAS loop over the word that changes only
 /// the locked byte and fails only when it differs from `old`.
 #[cfg(loom)]
-pub(super) fn cas(word: &AtomicU32, old: u8, new: u8, order: Ordering) -> bool {
+fn cas(word: &AtomicU32, old: u8, new: u8, order: Ordering) -> bool {
     let (old, new) = (u32::from(old), u32::from(new));
     let mut w = old;
     loop {
@@ -136,25 +126,25 @@ fn load_at<const OFF: usize, const HALF: bool>(word: &AtomicU32) -> u32 {
 /// bit set before that RMW (read-after-RMW coherence; on x86 the `lock
 /// cmpxchg` also drains our stores).
 #[inline(always)]
-pub(super) fn pending(word: &AtomicU32) -> u32 {
+fn pending(word: &AtomicU32) -> u32 {
     load_at::<1, false>(word) << super::PENDING_OFFSET
 }
 
 /// The locked byte. Exact for the lock's owner (nobody else changes a set
 /// locked byte that reads `LOCKED`).
 #[inline(always)]
-pub(super) fn locked(word: &AtomicU32) -> u32 {
+fn locked(word: &AtomicU32) -> u32 {
     load_at::<0, false>(word)
 }
 
-/// Whether the tail is set: a queue is there. Only for the event counters
-/// and the loom probe.
+/// The tail in place (`& TAIL_MASK` of the word): non-zero while a queue
+/// is there. Only for the event counters and the loom probe.
 #[cfg(any(loom, target_arch = "x86_64"))]
 #[inline(always)]
-pub(super) fn queued(word: &AtomicU32) -> bool {
+fn tail(word: &AtomicU32) -> u32 {
     // One half-word load: two byte loads cost 4–5% of the 8- and
     // 16-thread rate with the counters on (`klock bench spinlock`).
-    load_at::<2, true>(word) != 0
+    load_at::<2, true>(word) << 16
 }
 
 /// Give back a locked byte we took but may not keep (someone holds
@@ -166,7 +156,7 @@ pub(super) fn queued(word: &AtomicU32) -> bool {
 /// The caller holds the locked byte as `LOCKED`.
 #[cfg(any(loom, target_arch = "x86_64"))]
 #[inline(always)]
-pub(super) unsafe fn give_back(word: &AtomicU32) {
+unsafe fn give_back(word: &AtomicU32) {
     #[cfg(all(target_arch = "x86_64", not(loom)))]
     // SAFETY: forwarded.
     unsafe {
@@ -176,21 +166,138 @@ pub(super) unsafe fn give_back(word: &AtomicU32) {
     word.fetch_and(!super::LOCKED_MASK, Release);
 }
 
+/// The kernel's four-byte word: the locked part is the locked byte.
+impl super::word::LockWord for AtomicU32 {
+    #[cfg(not(loom))]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const UNLOCKED: Self = AtomicU32::new(0);
+    #[cfg(loom)]
+    fn unlocked() -> Self {
+        AtomicU32::new(0)
+    }
+    #[inline(always)]
+    fn load(&self, order: Ordering) -> u32 {
+        AtomicU32::load(self, order)
+    }
+    #[inline(always)]
+    fn compare_exchange(
+        &self,
+        cur: u32,
+        new: u32,
+        ok: Ordering,
+        err: Ordering,
+    ) -> Result<u32, u32> {
+        AtomicU32::compare_exchange(self, cur, new, ok, err)
+    }
+    #[inline(always)]
+    fn compare_exchange_weak(
+        &self,
+        cur: u32,
+        new: u32,
+        ok: Ordering,
+        err: Ordering,
+    ) -> Result<u32, u32> {
+        AtomicU32::compare_exchange_weak(self, cur, new, ok, err)
+    }
+    fn store(&self, val: u32, order: Ordering) {
+        AtomicU32::store(self, val, order)
+    }
+    #[inline(always)]
+    fn fetch_or(&self, val: u32, order: Ordering) -> u32 {
+        AtomicU32::fetch_or(self, val, order)
+    }
+    #[inline(always)]
+    fn fetch_and(&self, val: u32, order: Ordering) -> u32 {
+        AtomicU32::fetch_and(self, val, order)
+    }
+    #[inline(always)]
+    fn fetch_add(&self, val: u32, order: Ordering) -> u32 {
+        AtomicU32::fetch_add(self, val, order)
+    }
+    #[cfg(any(loom, target_arch = "x86_64"))]
+    #[inline(always)]
+    fn cas_locked(&self, old: u32, new: u32, order: Ordering) -> bool {
+        cas(self, old as u8, new as u8, order)
+    }
+    #[inline(always)]
+    fn locked(&self) -> u32 {
+        locked(self)
+    }
+    #[inline(always)]
+    fn pending(&self) -> u32 {
+        pending(self)
+    }
+    #[cfg(any(loom, target_arch = "x86_64"))]
+    #[inline(always)]
+    fn pending_and_tail(&self, tail: bool) -> u32 {
+        // Byte and half-word loads: a 4-byte load right after the byte CAS
+        // would wait for it to leave the store buffer.
+        if tail {
+            pending(self) | self::tail(self)
+        } else {
+            pending(self)
+        }
+    }
+    #[cfg(any(loom, target_arch = "x86_64"))]
+    #[inline(always)]
+    unsafe fn give_back(&self) {
+        // SAFETY: forwarded.
+        unsafe { give_back(self) }
+    }
+    #[inline(always)]
+    unsafe fn unlock_plain(&self, paravirt: bool) {
+        // The paravirt fast path took the byte with a byte CAS: release it
+        // at that width (x86-64).
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        if paravirt {
+            // SAFETY: forwarded.
+            unsafe { super::unlock::store_unlock(self) };
+            return;
+        }
+        let _ = paravirt;
+        // SAFETY: forwarded.
+        unsafe { super::unlock::unlock_plain(self) }
+    }
+    #[inline(always)]
+    fn rmw_unlock(&self) {
+        super::unlock::rmw_unlock(self)
+    }
+    #[inline(always)]
+    fn futex(&self) -> &AtomicU32 {
+        self
+    }
+    #[inline(always)]
+    fn futex_val(v: u32) -> u32 {
+        v
+    }
+    #[inline(always)]
+    fn record(&self) -> usize {
+        self as *const AtomicU32 as usize
+    }
+}
+
 #[cfg(all(test, not(loom), target_arch = "x86_64"))]
 mod tests {
+    use super::super::word::LockWord;
     use super::super::{LOCKED, PENDING, TAIL_MASK};
     use super::*;
-    use core::sync::atomic::Ordering::Relaxed;
+    use core::sync::atomic::Ordering::{Acquire, Relaxed};
 
     #[test]
     fn the_byte_cas_takes_only_a_clear_locked_byte_and_keeps_the_rest() {
         let w = AtomicU32::new(0xabc0_0000 | PENDING);
-        assert!(cas_locked(&w));
+        assert!(cas(&w, 0, LOCKED as u8, Acquire));
         assert_eq!(w.load(Relaxed), 0xabc0_0000 | PENDING | LOCKED);
-        assert!(!cas_locked(&w), "took a held locked byte");
+        assert!(
+            !cas(&w, 0, LOCKED as u8, Acquire),
+            "took a held locked byte"
+        );
         assert_eq!(w.load(Relaxed), 0xabc0_0000 | PENDING | LOCKED);
         w.store(0xabc0_0000 | super::super::LOCKED_PV, Relaxed);
-        assert!(!cas_locked(&w), "took a slow-path owner's byte");
+        assert!(
+            !cas(&w, 0, LOCKED as u8, Acquire),
+            "took a slow-path owner's byte"
+        );
     }
 
     #[test]
@@ -198,14 +305,16 @@ mod tests {
         let w = AtomicU32::new(0xabc0_0000 | PENDING | LOCKED);
         assert_eq!(pending(&w), PENDING);
         assert_eq!(locked(&w), LOCKED);
-        assert!(queued(&w));
+        assert_eq!(tail(&w), 0xabc0_0000);
+        assert_eq!(w.pending_and_tail(true), 0xabc0_0000 | PENDING);
+        assert_eq!(w.pending_and_tail(false), PENDING);
         w.store(LOCKED, Relaxed);
         assert_eq!(pending(&w), 0);
-        assert!(!queued(&w));
+        assert_eq!(tail(&w), 0);
         w.store(TAIL_MASK & 0x0004_0000, Relaxed);
-        assert!(queued(&w));
+        assert_eq!(tail(&w), 0x0004_0000);
         w.store(TAIL_MASK & 0x8000_0000, Relaxed);
-        assert!(queued(&w), "a tail in the top byte alone");
+        assert_eq!(tail(&w), 0x8000_0000, "a tail in the top byte alone");
         assert_eq!(locked(&w), 0);
         w.store(super::super::PENDING_MASK, Relaxed);
         assert_eq!(pending(&w), super::super::PENDING_MASK);

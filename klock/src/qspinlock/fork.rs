@@ -25,8 +25,7 @@
 //! a fork from a signal handler that interrupted the forking thread's own
 //! slow path.
 
-use super::{RawQSpinLockWith, LOCKED_MASK};
-use crate::sync::AtomicU32;
+use super::{LockWord, RawQSpinLockWith};
 use crate::thread::{self, ThreadSlot};
 use core::sync::atomic::{fence, AtomicUsize, Ordering};
 
@@ -45,7 +44,9 @@ impl Drop for SlowPath {
     }
 }
 
-impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LOOPS, PARAVIRT> {
+impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
+    RawQSpinLockWith<PENDING_LOOPS, PARAVIRT, W>
+{
     /// Record that this thread enters a slow path of this lock (where it
     /// may set the pending bit or queue), until the result is dropped.
     /// A thread without a slot, or nested past the last level, records
@@ -67,9 +68,10 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         SlowPath { record }
     }
 
+    /// What a thread records: the word's address, tagged with its width.
     #[inline(always)]
     fn word_addr(&self) -> usize {
-        &self.word as *const AtomicU32 as usize
+        self.word.record()
     }
 }
 
@@ -84,9 +86,8 @@ pub fn forget_parent_waiters(s: &ThreadSlot) {
             // SAFETY: the lock was in use by that thread when the process
             // forked (it records and clears around its slow path), so the
             // child's copy of its memory holds it; nothing else runs.
-            let word = unsafe { &*(addr as *const AtomicU32) };
-            // (n, p, l) -> (0, 0, l). Relaxed: the child has one thread.
-            word.fetch_and(LOCKED_MASK, crate::sync::Ordering::Relaxed);
+            // (n, p, l) -> (0, 0, l), Relaxed: the child has one thread.
+            unsafe { super::word::forget_waiters(addr) };
         }
     }
 }
@@ -132,11 +133,17 @@ mod tests {
 
     #[test]
     fn the_child_forgets_a_pending_holder_and_a_queue_of_the_parent() {
+        child_forgets::<crate::sync::AtomicU32>();
+        child_forgets::<super::super::DefaultWord>();
+    }
+
+    fn child_forgets<W: LockWord>() {
         // The state a fork left: the forking thread holds the lock (a
         // slow-path owner), a thread of the parent holds the pending bit
         // and the tail names a queued node of the parent (here an unused
         // node of this thread's slot: only its address matters).
-        let l: &'static RawQSpinLock = Box::leak(Box::new(RawQSpinLock::new()));
+        let l: &'static RawQSpinLockWith<512, true, W> =
+            Box::leak(Box::new(RawQSpinLockWith::new()));
         let me = thread::current().expect("a slot");
         let tail = encode_tail(me.index, 3);
         l.word.store(tail | PENDING | LOCKED_PV, Relaxed);

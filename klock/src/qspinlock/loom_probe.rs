@@ -2,7 +2,7 @@
 //! model execution took, and the calls that let a model stage a race
 //! without spending its preemption budget on reaching it.
 
-use super::{RawQSpinLockWith, CORRECT, LOCKED_PV};
+use super::{LockWord, RawQSpinLockWith, CORRECT, LOCKED_PV};
 use crate::sync::Ordering::{Acquire, Relaxed};
 use crate::thread;
 
@@ -91,7 +91,9 @@ impl Probe {
     }
 }
 
-impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LOOPS, PARAVIRT> {
+impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
+    RawQSpinLockWith<PENDING_LOOPS, PARAVIRT, W>
+{
     /// Loom only: paths this lock's execution went through.
     #[doc(hidden)]
     pub fn probe(&self) -> &Probe {

@@ -10,6 +10,15 @@
 //! stampede. The queue's tail is encoded in the upper half of the lock word,
 //! which is why a lock is 4 bytes however many threads wait on it.
 //!
+//! The word is stored as the kernel stores it, in 4 bytes, or, for
+//! [`RawQSpinLock`] ([`crate::SpinLock`]) on x86-64, in 8 ([`Word64`]):
+//! the locked byte alone in the low 4, so that the fast path's CAS and the
+//! plain unlock's store are 4-byte accesses; some CPUs make a locked
+//! instruction wait after a narrower store (`word.rs` has the figures).
+//! The algorithm, the diagram below and every transition are the same;
+//! [`LockWord`] is the storage. [`RawQSpinLock32`] is the paravirt lock in
+//! 4 bytes everywhere.
+//!
 //! That is the **native** slow path ([`RawQSpinLockNative`]): a waiter spins
 //! until it gets the lock. The kernel can afford it because a spinlock
 //! holder or waiter is never preempted; a userspace thread is, and with more
@@ -84,9 +93,11 @@
 //! Building blocks) — except on x86-64, where the plain owner's unlock is a
 //! byte store of the locked byte, and the paravirt fast path takes that
 //! byte with a byte CAS, reads the pending byte, and may give the byte
-//! back with a byte store (`byte.rs`). x86 makes aligned byte accesses
-//! atomic and coherent with the 32-bit RMWs, and orders a store as a
-//! release. The word's modification order stays one release sequence
+//! back with a byte store (`byte.rs`); in the 8-byte word ([`Word64`])
+//! the same steps are 4-byte accesses of the low half (the locked part)
+//! and one 4-byte load of the high half, and the RMWs are 64 bits wide.
+//! x86 makes aligned accesses of any of these widths atomic and coherent
+//! with the word's RMWs, and orders a store as a release. The word's modification order stays one release sequence
 //! through the owners' hand-overs: an acquire read of any value
 //! synchronises with every release write before it. Each
 //! `Acquire`/`Release` below says what it pairs with; everything else is
@@ -174,7 +185,11 @@
 
 mod byte;
 mod fork;
+mod word;
 pub use fork::forget_parent_waiters;
+pub use word::LockWord;
+#[cfg(all(target_arch = "x86_64", not(loom)))]
+pub use word::Word64;
 mod native;
 pub(crate) mod pv;
 pub(crate) mod pv_ops;
@@ -371,7 +386,7 @@ impl Spin {
 
     #[cfg(not(loom))]
     #[inline(always)]
-    fn reread(&mut self, a: &AtomicU32, order: Ordering) -> u32 {
+    fn reread<A: LockWord>(&mut self, a: &A, order: Ordering) -> u32 {
         cpu_relax();
         a.load(order)
     }
@@ -395,7 +410,7 @@ impl Spin {
     }
 
     #[cfg(loom)]
-    fn reread(&mut self, a: &AtomicU32, order: Ordering) -> u32 {
+    fn reread<A: LockWord>(&mut self, a: &A, order: Ordering) -> u32 {
         if self.past_explored() {
             a.fetch_or(0, order)
         } else {
@@ -420,12 +435,18 @@ impl Spin {
 /// Queued spinlock with a tunable pending hand-over wait and a choice of
 /// slow path (see the [module docs](self)): `PARAVIRT = true` (the
 /// default) spins only while it pays and then sleeps; `false` is the
-/// kernel's native slow path, which spins until it gets the lock. 4 bytes.
+/// kernel's native slow path, which spins until it gets the lock. `W`
+/// stores the word: [`AtomicU32`] (4 bytes, the default here) or, on
+/// x86-64, [`Word64`] (8 bytes; what [`RawQSpinLock`] uses).
 /// Use it through [`crate::SpinLock`] or
 /// `lock_api::Mutex<RawQSpinLockWith<N>, T>`.
 #[cfg_attr(not(loom), repr(transparent))]
-pub struct RawQSpinLockWith<const PENDING_LOOPS: u32, const PARAVIRT: bool = true> {
-    word: AtomicU32,
+pub struct RawQSpinLockWith<
+    const PENDING_LOOPS: u32,
+    const PARAVIRT: bool = true,
+    W: LockWord = AtomicU32,
+> {
+    word: W,
     /// Loom only: which rare paths an execution went through, so the model
     /// tests can prove they reached them.
     #[cfg(loom)]
@@ -433,28 +454,43 @@ pub struct RawQSpinLockWith<const PENDING_LOOPS: u32, const PARAVIRT: bool = tru
 }
 
 /// The queued spinlock with the kernel's pending wait (512 re-reads) and
-/// the paravirt slow path: [`crate::SpinLock`].
-pub type RawQSpinLock = RawQSpinLockWith<DEFAULT_PENDING_LOOPS>;
+/// the paravirt slow path: [`crate::SpinLock`]. On x86-64 its word is
+/// eight bytes ([`Word64`]: the locked part alone in four, so the fast
+/// path and the unlock are four-byte accesses; `word.rs` says why);
+/// elsewhere the kernel's four.
+pub type RawQSpinLock = RawQSpinLockWith<DEFAULT_PENDING_LOOPS, true, DefaultWord>;
+
+/// [`RawQSpinLock`] in the kernel's four-byte word on every architecture:
+/// where a lock must fit four bytes (`pthread_spinlock_t`, an embedded
+/// wait lock).
+pub type RawQSpinLock32 = RawQSpinLockWith<DEFAULT_PENDING_LOOPS, true, AtomicU32>;
+
+/// The word of [`RawQSpinLock`]: eight bytes on x86-64.
+#[cfg(all(target_arch = "x86_64", not(loom)))]
+pub type DefaultWord = Word64;
+/// The word of [`RawQSpinLock`]: the kernel's four bytes.
+#[cfg(not(all(target_arch = "x86_64", not(loom))))]
+pub type DefaultWord = AtomicU32;
 
 /// The queued spinlock with the kernel's native slow path (pure spinning,
 /// strict FIFO): for threads ≤ CPUs, and for the 2018 pending-bit
 /// experiment exactly as the kernel runs it.
 pub type RawQSpinLockNative = RawQSpinLockWith<DEFAULT_PENDING_LOOPS, false>;
 
-impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LOOPS, PARAVIRT> {
+impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
+    RawQSpinLockWith<PENDING_LOOPS, PARAVIRT, W>
+{
     /// An unlocked lock.
     #[cfg(not(loom))]
     pub const fn new() -> Self {
-        Self {
-            word: AtomicU32::new(0),
-        }
+        Self { word: W::UNLOCKED }
     }
 
     /// An unlocked lock (loom atomics cannot be built in a `const fn`).
     #[cfg(loom)]
     pub fn new() -> Self {
         Self {
-            word: AtomicU32::new(0),
+            word: W::unlocked(),
             probe: Probe::default(),
         }
     }
@@ -569,7 +605,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// owner.
     #[inline(always)]
     pub fn locked_byte(&self) -> u32 {
-        byte::locked(&self.word)
+        self.word.locked()
     }
 
     /// The pending byte (`word() & PENDING_MASK`), read at its own width
@@ -578,7 +614,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// that keeps its own mark in the pending byte's unused bits.
     #[inline(always)]
     pub fn pending_byte(&self) -> u32 {
-        byte::pending(&self.word)
+        self.word.pending()
     }
 
     /// The paravirt trylock of `lock_api` and the raw API: the fast path,
@@ -625,14 +661,8 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     /// The caller holds the lock with the locked byte `LOCKED`.
     #[inline(always)]
     unsafe fn unlock_plain(&self) {
-        #[cfg(all(target_arch = "x86_64", not(loom)))]
-        if PARAVIRT {
-            // SAFETY: forwarded.
-            unsafe { unlock::store_unlock(&self.word) };
-            return;
-        }
         // SAFETY: forwarded.
-        unsafe { unlock::unlock_plain(&self.word) }
+        unsafe { self.word.unlock_plain(PARAVIRT) }
     }
 
     /// Release the lock with the 32-bit `fetch_sub` whatever this process
@@ -647,7 +677,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         if PARAVIRT && self.locked_byte() != LOCKED {
             return self.unlock_pv::<CORRECT>();
         }
-        unlock::rmw_unlock(&self.word);
+        self.word.rmw_unlock();
     }
 
     /// Locked, pending or queued: a [`raw_try_lock`](Self::raw_try_lock) now
@@ -719,21 +749,24 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     fn pv_fast_lock<const MODE: u8>(&self) -> Result<(), u32> {
         #[cfg(any(loom, target_arch = "x86_64"))]
         {
-            if !byte::cas_locked(&self.word) {
+            if !self.word.cas_locked(0, LOCKED, Acquire) {
                 return Err(self.word.load(Relaxed));
             }
-            if byte::pending(&self.word) != 0 && MODE != STEAL_IGNORES_PENDING {
+            // The tail only to count a steal (the eight-byte word reads it
+            // with the pending byte in one load).
+            let rest = self.word.pending_and_tail(events::enabled() || cfg!(loom));
+            if rest & PENDING_MASK != 0 && MODE != STEAL_IGNORES_PENDING {
                 return Err(self.pv_give_back());
             }
             // Loom: checked at once, before the model can run a pending
             // waiter that comes after us (it would wait for us).
             #[cfg(loom)]
             self.probe.acquired("fast path");
-            if events::enabled() && byte::queued(&self.word) {
+            if events::enabled() && rest & TAIL_MASK != 0 {
                 events::inc(Event::PvLockStealing);
             }
             #[cfg(loom)]
-            if byte::queued(&self.word) {
+            if rest & TAIL_MASK != 0 {
                 Probe::hit(&self.probe.steals);
             }
             Ok(())
@@ -763,7 +796,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     #[inline(never)]
     fn pv_give_back(&self) -> u32 {
         // SAFETY: our byte CAS just took the locked byte as LOCKED.
-        unsafe { byte::give_back(&self.word) };
+        unsafe { self.word.give_back() };
         #[cfg(loom)]
         Probe::hit(&self.probe.give_backs);
         self.word.load(Relaxed)
@@ -844,16 +877,16 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     }
 }
 
-impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> Default
-    for RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>
+impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord> Default
+    for RawQSpinLockWith<PENDING_LOOPS, PARAVIRT, W>
 {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> core::fmt::Debug
-    for RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>
+impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord> core::fmt::Debug
+    for RawQSpinLockWith<PENDING_LOOPS, PARAVIRT, W>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let w = self.word();
@@ -887,8 +920,8 @@ pub struct QGuard {
 // Unlock touches only the lock word, so ownership may move between threads
 // (GuardSend).
 #[cfg(not(loom))]
-unsafe impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> lock_api::RawMutex
-    for RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>
+unsafe impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord> lock_api::RawMutex
+    for RawQSpinLockWith<PENDING_LOOPS, PARAVIRT, W>
 {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = Self::new();

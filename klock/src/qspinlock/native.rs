@@ -5,7 +5,9 @@
 
 use super::*;
 
-impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LOOPS, PARAVIRT> {
+impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
+    RawQSpinLockWith<PENDING_LOOPS, PARAVIRT, W>
+{
     /// Steps 1–6 of docs/design.md, section 1: the pending path, or off to the queue.
     #[cold]
     #[inline(never)]

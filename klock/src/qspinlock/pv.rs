@@ -64,7 +64,9 @@ const MAX_STEAL_BACKOFF: u32 = 64;
 /// lock).
 const STEAL_CONFIRM_PAUSES: u32 = 16;
 
-impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LOOPS, PARAVIRT> {
+impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
+    RawQSpinLockWith<PENDING_LOOPS, PARAVIRT, W>
+{
     /// Try to take a free lock past the queue: `(n,0,0) -> (n,0,LOCKED_PV)`
     /// (`(0,0,0) -> (0,0,LOCKED)` when there is no queue). Fails while the
     /// lock is held or anyone holds pending.
@@ -103,7 +105,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         // width of the fast path and of the steals (see `byte.rs`); a
         // sleeping head's SLOW byte makes it fail. Release as below.
         #[cfg(any(loom, target_arch = "x86_64"))]
-        if !byte::cas(&self.word, LOCKED_PV as u8, 0, Release) {
+        if !self.word.cas_locked(LOCKED_PV, 0, Release) {
             self.unlock_pv_slow::<MODE>();
         }
         #[cfg(not(any(loom, target_arch = "x86_64")))]
@@ -134,7 +136,7 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
     fn unlock_pv_slow<const MODE: u8>(&self) {
         // The futex key, taken before the release: after it the head may
         // take the lock, return, and the lock's memory go away.
-        let addr = futex_key(&self.word);
+        let addr = futex_key(self.word.futex());
         let mut v = self.word.load(Relaxed);
         // A CAS loop rather than fetch_and: x86 has no fetch-and that
         // returns the old value, so it is the same instruction. Release as
@@ -229,10 +231,10 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
         // then give it back if someone holds pending now.
         #[cfg(any(loom, target_arch = "x86_64"))]
         {
-            if !byte::cas(&self.word, 0, LOCKED_PV as u8, Acquire) {
+            if !self.word.cas_locked(0, LOCKED_PV, Acquire) {
                 return Err(self.word.load(Relaxed));
             }
-            if byte::pending(&self.word) != 0 && MODE != STEAL_IGNORES_PENDING {
+            if self.word.pending() != 0 && MODE != STEAL_IGNORES_PENDING {
                 // A sleeping head may have marked our byte meanwhile: the
                 // slow owner's unlock wakes it.
                 self.unlock_pv::<MODE>();
@@ -632,12 +634,12 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool> RawQSpinLockWith<PENDING_LO
                     events::inc(Event::PvWaitHead);
                     #[cfg(loom)]
                     Probe::hit(&self.probe.head_sleeps);
-                    pv_wait(&self.word, slow);
+                    pv_wait(self.word.futex(), W::futex_val(slow));
                 }
             } else if byte == SLOW {
                 // Still marked from our last sleep (a spurious wake-up).
                 events::inc(Event::PvSpuriousWakeup);
-                pv_wait(&self.word, v);
+                pv_wait(self.word.futex(), W::futex_val(v));
             } else if byte == LOCKED {
                 // A fast-path owner unlocks with a plain store and would not
                 // wake us: give the CPU away instead (it may be the owner's).

@@ -1,12 +1,19 @@
 use super::*;
 use lock_api::RawMutex;
 
+/// The paravirt lock on word `W`.
+type Pv<W> = RawQSpinLockWith<DEFAULT_PENDING_LOOPS, true, W>;
+
 #[test]
-fn four_bytes() {
-    assert_eq!(core::mem::size_of::<RawQSpinLock>(), 4);
+fn four_bytes_or_eight() {
+    assert_eq!(core::mem::size_of::<RawQSpinLock32>(), 4);
     assert_eq!(core::mem::size_of::<RawQSpinLockWith<0>>(), 4);
-    assert_eq!(core::mem::align_of::<RawQSpinLock>(), 4);
-    assert_eq!(core::mem::size_of::<crate::SpinLock<()>>(), 4);
+    assert_eq!(core::mem::size_of::<RawQSpinLockNative>(), 4);
+    assert_eq!(core::mem::align_of::<RawQSpinLock32>(), 4);
+    let default = if cfg!(target_arch = "x86_64") { 8 } else { 4 };
+    assert_eq!(core::mem::size_of::<RawQSpinLock>(), default);
+    assert_eq!(core::mem::align_of::<RawQSpinLock>(), default);
+    assert_eq!(core::mem::size_of::<crate::SpinLock<()>>(), default);
 }
 
 #[test]
@@ -25,7 +32,12 @@ fn tail_round_trips() {
 
 #[test]
 fn lock_try_lock_unlock() {
-    let l = RawQSpinLock::INIT;
+    lock_try_lock_unlock_on::<AtomicU32>();
+    lock_try_lock_unlock_on::<DefaultWord>();
+}
+
+fn lock_try_lock_unlock_on<W: LockWord>() {
+    let l = Pv::<W>::INIT;
     assert!(!l.is_locked());
     let g = l.lock();
     assert!(l.is_locked());
@@ -43,7 +55,12 @@ fn lock_try_lock_unlock() {
 
 #[test]
 fn lock_fast_takes_only_what_the_fast_path_may() {
-    let l = RawQSpinLock::new();
+    lock_fast_takes_only_what_the_fast_path_may_on::<AtomicU32>();
+    lock_fast_takes_only_what_the_fast_path_may_on::<DefaultWord>();
+}
+
+fn lock_fast_takes_only_what_the_fast_path_may_on<W: LockWord>() {
+    let l = Pv::<W>::new();
     // Free: a plain owner, released by raw_unlock.
     assert_eq!(l.raw_lock_fast(), Ok(()));
     assert_eq!(l.word(), LOCKED);
@@ -147,8 +164,13 @@ fn contended_lock_is_exclusive_and_counted() {
 /// with the plain unlock; it never takes a lock whose pending bit is set.
 #[test]
 fn fast_path_steals_past_a_queue_as_a_plain_owner() {
+    fast_path_steals_past_a_queue_as_a_plain_owner_on::<AtomicU32>();
+    fast_path_steals_past_a_queue_as_a_plain_owner_on::<DefaultWord>();
+}
+
+fn fast_path_steals_past_a_queue_as_a_plain_owner_on<W: LockWord>() {
     let tail = encode_tail(5, 1);
-    let l = RawQSpinLock::new();
+    let l = Pv::<W>::new();
     l.word.store(tail, Relaxed);
     let g = l.lock();
     assert_eq!(g.token, 0, "a fast-path steal must be a plain owner");
