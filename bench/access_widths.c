@@ -243,7 +243,7 @@ int main(void) {
       UNLOCK;                                                                  \
       seq = i;                                                                 \
     }                                                                          \
-    printf("%-60s %.2f ns\n", name, (now() - a) / N);                          \
+    printf("%-64s %.2f ns\n", name, (now() - a) / N);                          \
   } while (0)
     RUN_Q("4 bytes: 1-byte CAS, load of the pending byte, 1-byte store",
           ({

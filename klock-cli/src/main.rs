@@ -46,7 +46,8 @@ struct VerdictArgs {
     /// ratio per cell with its 95% interval, against the strongest peer.
     #[arg(long)]
     pool: bool,
-    /// With --pool: against this peer alone instead of the strongest.
+    /// With --pool: against this peer alone instead of the strongest; or against a
+    /// variant of klock's lock that ran beside it (e.g. `qspinlock-32` beside `qspinlock`).
     #[arg(long, value_name = "ID", requires = "pool")]
     peer: Option<String>,
     /// With --pool: also write the pooled cells to this JSON file.

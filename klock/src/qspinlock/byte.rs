@@ -1,4 +1,6 @@
-//! The paravirt lock's fast path at the width of its unlock: one byte.
+//! The paravirt lock's fast path at the width of its unlock: one byte, in
+//! the kernel's four-byte word (`AtomicU32` as a [`LockWord`], below). The
+//! eight-byte word of `word.rs` does the same at four bytes.
 //!
 //! A plain owner releases the lock with a store of the locked byte (the
 //! kernel's x86 unlock). If the next acquisition is a 32-bit CAS of the
@@ -36,6 +38,7 @@
 //! as a CAS loop that changes only the locked byte and fails only when that
 //! byte differs from the expected one, the byte loads as loads of the word.
 
+use super::word::LockWord;
 use crate::sync::AtomicU32;
 use crate::sync::Ordering;
 #[cfg(not(all(target_arch = "x86_64", not(loom))))]
@@ -167,7 +170,7 @@ unsafe fn give_back(word: &AtomicU32) {
 }
 
 /// The kernel's four-byte word: the locked part is the locked byte.
-impl super::word::LockWord for AtomicU32 {
+impl LockWord for AtomicU32 {
     #[cfg(not(loom))]
     #[allow(clippy::declare_interior_mutable_const)]
     const UNLOCKED: Self = AtomicU32::new(0);

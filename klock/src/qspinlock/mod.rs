@@ -97,11 +97,11 @@
 //! the same steps are 4-byte accesses of the low half (the locked part)
 //! and one 4-byte load of the high half, and the RMWs are 64 bits wide.
 //! x86 makes aligned accesses of any of these widths atomic and coherent
-//! with the word's RMWs, and orders a store as a release. The word's modification order stays one release sequence
-//! through the owners' hand-overs: an acquire read of any value
-//! synchronises with every release write before it. Each
-//! `Acquire`/`Release` below says what it pairs with; everything else is
-//! `Relaxed`.
+//! with the word's RMWs, and orders a store as a release. The word's
+//! modification order stays one release sequence through the owners'
+//! hand-overs: an acquire read of any value synchronises with every
+//! release write before it. Each `Acquire`/`Release` below says what it
+//! pairs with; everything else is `Relaxed`.
 //!
 //! # Paravirt
 //!

@@ -130,12 +130,20 @@ pub fn pool(
             if !cell.klock.contains(&r.klock_lock) {
                 cell.klock.push(r.klock_lock.clone());
             }
+            // A variant of klock's lock (`qspinlock-32` beside
+            // `qspinlock`) is never a peer, but may be named with --peer
+            // to pool the lock against it.
+            let named_variant = |q: &str| {
+                peer == Some(q) && !is_peer(suite, q) && q.starts_with(r.klock_lock.as_str())
+            };
             let peers = f.results.iter().filter(|q| {
                 q.threads == r.threads
-                    && is_peer(suite, &q.id)
                     && Some(q.id.as_str()) != subject
-                    && peer.is_none_or(|p| p == q.id)
-                    && kind_peers.is_none_or(|ps| ps.contains(&q.id.as_str()))
+                    && q.id != r.klock_lock
+                    && (named_variant(&q.id)
+                        || (is_peer(suite, &q.id)
+                            && peer.is_none_or(|p| p == q.id)
+                            && kind_peers.is_none_or(|ps| ps.contains(&q.id.as_str()))))
             });
             for q in peers {
                 if q.kops_runs.len() != k.kops_runs.len() {
@@ -193,7 +201,7 @@ pub fn pool(
             ran.sort_unstable();
             ran.dedup();
             return Err(format!(
-                "nothing to pool: {p} did not run as a peer of klock's lock in these files (peers that ran: {})",
+                "nothing to pool: {p} did not run as a peer of klock's lock, or a variant of it, in these files (peers that ran: {})",
                 ran.join(", ")
             ));
         }

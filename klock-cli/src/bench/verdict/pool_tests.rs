@@ -99,6 +99,31 @@ fn the_strongest_peer_is_the_one_with_the_lowest_pooled_ratio() {
     assert!(e.contains("ticket did not run as a peer"), "{e}");
 }
 
+/// A variant of klock's lock is never a peer, but `--peer` may name it.
+#[test]
+fn a_named_variant_of_klocks_lock_is_pooled_against_it() {
+    let f = file(
+        "spinlock",
+        vec![
+            runs("qspinlock", 4, &[100.0, 120.0]),
+            runs("qspinlock-32", 4, &[80.0, 100.0]),
+            runs("mutex", 4, &[10.0, 10.0]),
+            runs("ttas", 4, &[50.0, 50.0]),
+        ],
+    );
+    let files = named(vec![f]);
+    let r = cell(&pool(&files, None, None).unwrap(), "4").clone();
+    assert_eq!(r.peer, "ttas", "a variant counted as a peer: {r:?}");
+    let rows = pool(&files, None, Some("qspinlock-32")).unwrap();
+    let r = cell(&rows, "4");
+    assert_eq!(r.peer, "qspinlock-32");
+    let want = (100.0f64 / 80.0 * 120.0 / 100.0).sqrt();
+    assert!((r.ratio - want).abs() < 1e-9, "{r:?} {want}");
+    // Another lock of klock's that is not a variant of it stays out.
+    let e = pool(&files, None, Some("mutex")).unwrap_err();
+    assert!(e.contains("mutex did not run as a peer"), "{e}");
+}
+
 /// A lock judged as klock's default lock is (`--lock`) is not its own peer.
 #[test]
 fn a_subject_is_judged_against_the_other_peers() {
