@@ -106,7 +106,9 @@ pub use rwsem::{RawRwSem, RawRwSemWith};
 /// newcomer may take a free lock past a sleeping queue (see [`qspinlock`]).
 /// For short critical sections; safe with more threads than CPUs.
 /// [`qspinlock::RawQSpinLockNative`] is the pure spinning, strict FIFO
-/// original.
+/// original. The lock is 8 bytes on x86-64 (the kernel's 32-bit word with
+/// the locked byte alone in 4 bytes: [`qspinlock::Word64`]) and 4
+/// elsewhere; [`RawQSpinLock32`] is the same lock in 4 bytes everywhere.
 ///
 /// ```
 /// let counter = klock::SpinLock::new(0u64);
@@ -124,7 +126,7 @@ pub type SpinLockGuard<'a, T> = lock_api::MutexGuard<'a, RawQSpinLock, T>;
 /// (see [`RawQSpinLockWith`]); `SpinLockWith<0, T>` skips the wait.
 #[cfg(not(loom))]
 pub type SpinLockWith<const PENDING_LOOPS: u32, T> =
-    lock_api::Mutex<RawQSpinLockWith<PENDING_LOOPS>, T>;
+    lock_api::Mutex<RawQSpinLockWith<PENDING_LOOPS, true, qspinlock::DefaultWord>, T>;
 
 /// A mutex with optimistic spinning on a running owner ([`RawMutex`]):
 /// the kernel's `struct mutex` behind `lock_api`'s `Mutex` API. Spins or

@@ -52,14 +52,18 @@ pub trait LockWord: sealed::Sealed + Send + Sync + Sized + 'static {
     /// CAS of the word.
     fn compare_exchange(&self, cur: u32, new: u32, ok: Ordering, err: Ordering)
         -> Result<u32, u32>;
-    /// CAS of the word that may fail spuriously.
+    /// CAS of the word that may fail spuriously (where the hardware's
+    /// CAS can: by default the strong one).
+    #[inline(always)]
     fn compare_exchange_weak(
         &self,
         cur: u32,
         new: u32,
         ok: Ordering,
         err: Ordering,
-    ) -> Result<u32, u32>;
+    ) -> Result<u32, u32> {
+        self.compare_exchange(cur, new, ok, err)
+    }
     /// Store the word (tests and debugging: the lock never stores it whole).
     #[doc(hidden)]
     fn store(&self, val: u32, order: Ordering);
@@ -178,20 +182,29 @@ mod word64 {
     const PENDING_AT: usize = 5;
 
     impl Word64 {
-        /// Byte `OFF`, zero-extended.
+        /// The `BYTES` (1 or 4) bytes at offset `OFF`, zero-extended.
         #[inline(always)]
-        fn load_at<const OFF: usize>(&self) -> u32 {
+        fn load_at<const OFF: usize, const BYTES: usize>(&self) -> u32 {
             let v: u32;
-            // SAFETY: `self` is a live, 8-byte aligned word; bytes 0–7 are
-            // its own. A plain load has no side effect.
-            unsafe {
-                core::arch::asm!(
-                    "movzx {v:e}, byte ptr [{p} + {off}]",
-                    p = in(reg) self.0.as_ptr(),
-                    off = const OFF,
-                    v = out(reg) v,
-                    options(nostack, preserves_flags, readonly)
-                )
+            macro_rules! load {
+                ($insn:literal) => {
+                    // SAFETY: `self` is a live, 8-byte aligned word; bytes
+                    // 0–7 are its own. A plain load has no side effect.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!($insn, " ptr [{p} + {off}]"),
+                            p = in(reg) self.0.as_ptr(),
+                            off = const OFF,
+                            v = out(reg) v,
+                            options(nostack, preserves_flags, readonly)
+                        )
+                    }
+                };
+            }
+            if BYTES == 4 {
+                load!("mov {v:e}, dword");
+            } else {
+                load!("movzx {v:e}, byte");
             }
             v
         }
@@ -241,19 +254,6 @@ mod word64 {
                 .map(narrow)
                 .map_err(narrow)
         }
-        #[inline(always)]
-        fn compare_exchange_weak(
-            &self,
-            cur: u32,
-            new: u32,
-            ok: Ordering,
-            err: Ordering,
-        ) -> Result<u32, u32> {
-            self.0
-                .compare_exchange_weak(wide(cur), wide(new), ok, err)
-                .map(narrow)
-                .map_err(narrow)
-        }
         fn store(&self, val: u32, order: Ordering) {
             self.0.store(wide(val), order)
         }
@@ -299,21 +299,11 @@ mod word64 {
         }
         #[inline(always)]
         fn locked(&self) -> u32 {
-            let v: u32;
-            // SAFETY: as in `load_at`.
-            unsafe {
-                core::arch::asm!(
-                    "mov {v:e}, dword ptr [{p}]",
-                    p = in(reg) self.0.as_ptr(),
-                    v = out(reg) v,
-                    options(nostack, preserves_flags, readonly)
-                );
-            }
-            v
+            self.load_at::<0, 4>()
         }
         #[inline(always)]
         fn pending(&self) -> u32 {
-            self.load_at::<PENDING_AT>() << super::super::PENDING_OFFSET
+            self.load_at::<PENDING_AT, 1>() << super::super::PENDING_OFFSET
         }
         /// One four-byte load of the high half: pending and tail together
         /// (two narrow loads there cost the one-thread loop of `klock
@@ -321,17 +311,7 @@ mod word64 {
         #[inline(always)]
         fn pending_and_tail(&self, tail: bool) -> u32 {
             let _ = tail;
-            let v: u32;
-            // SAFETY: as in `load_at`.
-            unsafe {
-                core::arch::asm!(
-                    "mov {v:e}, dword ptr [{p} + 4]",
-                    p = in(reg) self.0.as_ptr(),
-                    v = out(reg) v,
-                    options(nostack, preserves_flags, readonly)
-                );
-            }
-            v
+            self.load_at::<4, 4>()
         }
         #[inline(always)]
         unsafe fn give_back(&self) {
