@@ -189,3 +189,43 @@ fn fast_path_steals_past_a_queue_as_a_plain_owner_on<W: LockWord>() {
     assert_eq!(l.pv_fast_lock::<CORRECT>(), Err(tail | PENDING));
     assert_eq!(l.word(), tail | PENDING);
 }
+
+/// The native slow path on the eight-byte word, whose RMWs span both
+/// halves (its `clear_pending_set_locked` add is a CAS loop there): the
+/// second locker takes the pending path and gets the lock when the owner
+/// leaves, and two threads exclude each other.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn native_paths_on_the_eight_byte_word() {
+    let lock = RawQSpinLockWith::<{ DEFAULT_PENDING_LOOPS }, false, Word64>::new();
+    lock.raw_lock();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            lock.raw_lock();
+            assert_eq!(lock.word(), LOCKED, "pending not cleared on the take");
+            unsafe { lock.raw_unlock() };
+        });
+        while lock.word() & PENDING == 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(lock.word(), PENDING | LOCKED);
+        unsafe { lock.raw_unlock() };
+    });
+    assert_eq!(lock.word(), 0);
+
+    let sum = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..20_000 {
+                    lock.raw_lock();
+                    let v = sum.load(Relaxed);
+                    sum.store(v + 1, Relaxed);
+                    unsafe { lock.raw_unlock() };
+                }
+            });
+        }
+    });
+    assert_eq!(sum.into_inner(), 40_000);
+    assert_eq!(lock.word(), 0);
+}
