@@ -103,14 +103,10 @@ fn mutex_wrapper() {
     assert_eq!(m.into_inner(), 6);
 }
 
-/// Two threads: the second locker takes the pending path.
-#[test]
-fn contended_lock_is_exclusive_and_counted() {
-    let _serial = crate::events::TEST_SERIAL
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let before = events::snapshot(events::LockType::QSpinLock);
-    let lock = RawQSpinLock::new();
+/// Two threads take `lock` 20,000 times each; never both inside.
+fn two_threads_exclude<const PV: bool, W: LockWord>(
+    lock: &RawQSpinLockWith<DEFAULT_PENDING_LOOPS, PV, W>,
+) {
     let sum = std::sync::atomic::AtomicU64::new(0);
     let inside = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -129,14 +125,18 @@ fn contended_lock_is_exclusive_and_counted() {
     });
     assert_eq!(sum.into_inner(), 40_000);
     assert_eq!(lock.word(), 0);
+}
 
-    // Deterministic: the pending path. A holds; B must take pending
-    // (the native lock: the paravirt one bounds that wait and queues).
-    let lock = RawQSpinLockNative::new();
+/// The native lock held here: a second locker sets pending, `(0,1,1)`,
+/// and takes the lock when we leave, `(0,1,0) -> (0,0,1)`.
+fn second_locker_takes_pending<W: LockWord>(
+    lock: &RawQSpinLockWith<DEFAULT_PENDING_LOOPS, false, W>,
+) {
     lock.raw_lock();
     std::thread::scope(|s| {
         s.spawn(|| {
             lock.raw_lock();
+            assert_eq!(lock.word(), LOCKED, "pending not cleared on the take");
             unsafe { lock.raw_unlock() };
         });
         while lock.word() & PENDING == 0 {
@@ -146,6 +146,19 @@ fn contended_lock_is_exclusive_and_counted() {
         unsafe { lock.raw_unlock() };
     });
     assert_eq!(lock.word(), 0);
+}
+
+/// Two threads: the second locker takes the pending path.
+#[test]
+fn contended_lock_is_exclusive_and_counted() {
+    let _serial = crate::events::TEST_SERIAL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let before = events::snapshot(events::LockType::QSpinLock);
+    two_threads_exclude(&RawQSpinLock::new());
+    // Deterministic: the pending path (the native lock: the paravirt one
+    // bounds that wait and queues).
+    second_locker_takes_pending(&RawQSpinLockNative::new());
     let after = events::snapshot(events::LockType::QSpinLock);
     let delta = |name: &str| {
         let a = after.iter().find(|(n, _)| *n == name).unwrap().1;
@@ -191,41 +204,11 @@ fn fast_path_steals_past_a_queue_as_a_plain_owner_on<W: LockWord>() {
 }
 
 /// The native slow path on the eight-byte word, whose RMWs span both
-/// halves (its `clear_pending_set_locked` add is a CAS loop there): the
-/// second locker takes the pending path and gets the lock when the owner
-/// leaves, and two threads exclude each other.
+/// halves (its `clear_pending_set_locked` add is a CAS loop there).
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn native_paths_on_the_eight_byte_word() {
     let lock = RawQSpinLockWith::<{ DEFAULT_PENDING_LOOPS }, false, Word64>::new();
-    lock.raw_lock();
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            lock.raw_lock();
-            assert_eq!(lock.word(), LOCKED, "pending not cleared on the take");
-            unsafe { lock.raw_unlock() };
-        });
-        while lock.word() & PENDING == 0 {
-            std::thread::yield_now();
-        }
-        assert_eq!(lock.word(), PENDING | LOCKED);
-        unsafe { lock.raw_unlock() };
-    });
-    assert_eq!(lock.word(), 0);
-
-    let sum = std::sync::atomic::AtomicU64::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| {
-                for _ in 0..20_000 {
-                    lock.raw_lock();
-                    let v = sum.load(Relaxed);
-                    sum.store(v + 1, Relaxed);
-                    unsafe { lock.raw_unlock() };
-                }
-            });
-        }
-    });
-    assert_eq!(sum.into_inner(), 40_000);
-    assert_eq!(lock.word(), 0);
+    second_locker_takes_pending(&lock);
+    two_threads_exclude(&lock);
 }
