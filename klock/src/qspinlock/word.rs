@@ -18,12 +18,16 @@
 //! that part (`byte.rs`). In four bytes the locked part is a byte, and on
 //! some CPUs a store narrower than four bytes makes the next locked
 //! instruction on its line wait for it: on an AMD EPYC of family 25,
-//! model 1, a 1-byte CAS with a 1-byte store costs 4.4 ns a pair with the
-//! data in the lock's line, a 4-byte CAS with a 4-byte store of the low
-//! half of an 8-byte word 2.6, a ticket lock 2.4 (`bench/access_widths.c`,
+//! model 1, the fast path and plain unlock cost 3.8 ns a pair in four
+//! bytes (byte CAS, load of the pending byte, byte store), 2.4–2.6 in
+//! eight (4-byte CAS, 4-byte load, 4-byte store), and a ticket lock's
+//! accesses 2.4–2.6, the data in the lock's line (`bench/access_widths.c`,
 //! fifth table). In eight bytes every access of the fast path and of a
 //! plain unlock is four bytes wide. The rarer paths (pending bit, tail,
-//! head) stay read-modify-writes of the whole word, eight bytes.
+//! head) stay read-modify-writes of the whole word, eight bytes. In
+//! `klock bench` the gain shows in neither the 1-thread loop nor, beyond
+//! the host's own variation, the contended cells
+//! (`docs/locks/spinlock.md`); a tight loop of lock and unlock sees it.
 //!
 //! [`crate::SpinLock`] uses the eight-byte word on x86-64; the kernel's
 //! four bytes stay for the native lock, the embedded wait lock of
