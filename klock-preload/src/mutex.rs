@@ -67,6 +67,33 @@ unsafe fn raw<'a>(m: *mut pthread_mutex_t) -> Result<&'a RawMutexCompact, c_int>
     Ok(unsafe { &*m.cast::<RawMutexCompact>() })
 }
 
+/// The lean path's mutex and the caller's tid: `Some` for a normal mutex
+/// (kind 0: `PTHREAD_MUTEX_INITIALIZER`, or initialised without
+/// attributes) while the mutex family may take its lean path
+/// ([`crate::mutex_lean`]: klock's, unprofiled, the tid read from glibc's
+/// thread descriptor). Its lock is [`lock_unprofiled`], its trylock the
+/// lock's own, and its holder's unlock [`unlock_held`]: what the general
+/// path does for such a mutex, without the tests that the lean flag
+/// answers at once. `None`: the general path decides (other kinds,
+/// glibc's mutexes, null, a thread without its tid yet, and the unlock
+/// of a mutex the caller does not hold).
+///
+/// # Safety
+/// `m` is null or points to a live `pthread_mutex_t`.
+#[inline(always)]
+unsafe fn lean<'a>(m: *mut pthread_mutex_t) -> Option<(&'a RawMutexCompact, u32)> {
+    if !crate::mutex_lean() || m.is_null() {
+        return None;
+    }
+    // SAFETY: non-null; as in `raw`.
+    let r = unsafe { &*m.cast::<RawMutexCompact>() };
+    if kind(r) != 0 {
+        return None;
+    }
+    let tid = klock::thread::glibc_descriptor_tid();
+    (tid != 0).then_some((r, tid))
+}
+
 /// The kind word at bytes 16..20. Relaxed: it is written by `init` or a
 /// static initializer before the program shares the mutex.
 #[inline]
@@ -239,6 +266,13 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int
 /// `m` is null or a live mutex.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: the caller's contract.
+    if let Some((r, tid)) = unsafe { lean(m) } {
+        return guarded(|| {
+            lock_unprofiled(r, tid);
+            0
+        });
+    }
     crate::forward_family!(Mutex, pthread_mutex_lock: fn(*mut pthread_mutex_t) -> c_int, m);
     guarded(|| {
         // SAFETY: the caller's contract.
@@ -299,6 +333,19 @@ fn lock_unless_held(addr: usize, r: &RawMutexCompact, tid: u32) -> bool {
     }
 }
 
+/// Lock a klock mutex as the calling thread `tid`, unprofiled: without
+/// atomics while the process has one thread (as glibc's mutex does),
+/// else with the lock's own fast path.
+#[inline(always)]
+fn lock_unprofiled(r: &RawMutexCompact, tid: u32) {
+    if !(crate::single_threaded()
+        // SAFETY: with one thread in the process nobody else touches it.
+        && unsafe { r.try_lock_single_threaded_as(tid) })
+    {
+        r.lock_as(tid);
+    }
+}
+
 /// Lock a klock mutex as the calling thread `tid`: through the profile
 /// when it is on, else without atomics while the process has one thread
 /// (as glibc's mutex does), else with the lock's own fast path.
@@ -314,11 +361,8 @@ fn lock(addr: usize, r: &RawMutexCompact, tid: u32) {
                 true
             },
         );
-    } else if !(crate::single_threaded()
-        // SAFETY: with one thread in the process nobody else touches it.
-        && unsafe { r.try_lock_single_threaded_as(tid) })
-    {
-        r.lock_as(tid);
+    } else {
+        lock_unprofiled(r, tid);
     }
 }
 
@@ -343,6 +387,10 @@ unsafe fn unlock_held(r: &RawMutexCompact, tid: u32) {
 /// `m` is null or a live mutex.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: the caller's contract.
+    if let Some((r, tid)) = unsafe { lean(m) } {
+        return guarded(|| if r.try_lock_as(tid) { 0 } else { libc::EBUSY });
+    }
     crate::forward_family!(Mutex, pthread_mutex_trylock: fn(*mut pthread_mutex_t) -> c_int, m);
     guarded(|| {
         // SAFETY: the caller's contract.
@@ -480,6 +528,16 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(
 /// `m` is null or a live mutex.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: the caller's contract.
+    if let Some((r, tid)) = unsafe { lean(m) } {
+        if r.held_by(tid) {
+            return guarded(|| {
+                // SAFETY: the caller holds it.
+                unsafe { unlock_held(r, tid) };
+                0
+            });
+        }
+    }
     crate::forward_family!(Mutex, pthread_mutex_unlock: fn(*mut pthread_mutex_t) -> c_int, m);
     guarded(|| {
         // SAFETY: the caller's contract.
