@@ -1,6 +1,7 @@
 /*
- * Cost of an uncontended lock + unlock pair: each mutex kind, then a
- * rwlock's read and write locks and a spinlock, then the same through the
+ * Cost of an uncontended lock + unlock pair: each mutex kind (normal,
+ * recursive, errorcheck, adaptive), then a rwlock's read and write locks
+ * and a spinlock, then the same through the
  * trylock functions (normal mutex, rwlock, spinlock): the best of 7 runs of
  * 10^7 pairs, in ns per pair. The minimum keeps a shared machine's noise
  * out. With the argument `mt` an idle thread is started first: glibc's
@@ -101,13 +102,15 @@ int main(int argc, char **argv) {
   pthread_mutex_t normal = PTHREAD_MUTEX_INITIALIZER;
   pthread_mutex_t recursive = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
   pthread_mutex_t errorcheck = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
+  pthread_mutex_t adaptive = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
   pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
   pthread_spinlock_t spin;
   pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE);
-  double n, r, e, rd, wr, sp, tn, trd, twr, tsp;
+  double n, r, e, ad, rd, wr, sp, tn, trd, twr, tsp;
   BEST(n, pthread_mutex_lock(&normal), pthread_mutex_unlock(&normal));
   BEST(r, pthread_mutex_lock(&recursive), pthread_mutex_unlock(&recursive));
   BEST(e, pthread_mutex_lock(&errorcheck), pthread_mutex_unlock(&errorcheck));
+  BEST(ad, pthread_mutex_lock(&adaptive), pthread_mutex_unlock(&adaptive));
   BEST(rd, pthread_rwlock_rdlock(&rw), pthread_rwlock_unlock(&rw));
   BEST(wr, pthread_rwlock_wrlock(&rw), pthread_rwlock_unlock(&rw));
   BEST(sp, pthread_spin_lock(&spin), pthread_spin_unlock(&spin));
@@ -115,7 +118,8 @@ int main(int argc, char **argv) {
   BEST(trd, pthread_rwlock_tryrdlock(&rw), pthread_rwlock_unlock(&rw));
   BEST(twr, pthread_rwlock_trywrlock(&rw), pthread_rwlock_unlock(&rw));
   BEST(tsp, pthread_spin_trylock(&spin), pthread_spin_unlock(&spin));
-  printf("normal %.1f ns, recursive %.1f ns, errorcheck %.1f ns\n", n, r, e);
+  printf("normal %.1f ns, recursive %.1f ns, errorcheck %.1f ns, adaptive %.1f ns\n", n, r, e,
+         ad);
   printf("rdlock %.1f ns, wrlock %.1f ns, spin %.1f ns\n", rd, wr, sp);
   printf("trylock: mutex %.1f ns, rdlock %.1f ns, wrlock %.1f ns, spin %.1f ns\n", tn,
          trd, twr, tsp);

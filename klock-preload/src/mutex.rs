@@ -31,6 +31,9 @@ const _: () =
 
 const RECURSIVE: u32 = libc::PTHREAD_MUTEX_RECURSIVE as u32;
 const ERRORCHECK: u32 = libc::PTHREAD_MUTEX_ERRORCHECK as u32;
+/// glibc's `PTHREAD_MUTEX_ADAPTIVE_NP`: a normal mutex to klock (its own
+/// lock decides whether to spin).
+const ADAPTIVE: u32 = 3;
 /// The type in the kind word: normal 0, recursive 1, errorcheck 2,
 /// adaptive 3 (glibc's values, which its static initializers write).
 const TYPE_MASK: u32 = 3;
@@ -69,7 +72,7 @@ unsafe fn raw<'a>(m: *mut pthread_mutex_t) -> Result<&'a RawMutexCompact, c_int>
 
 /// The lean path's mutex and the caller's tid: `Some` for a normal mutex
 /// (kind 0: `PTHREAD_MUTEX_INITIALIZER`, or initialised without
-/// attributes) while the mutex family may take its lean path
+/// attributes) or an adaptive one (kind 3), which klock treats alike, while the mutex family may take its lean path
 /// ([`crate::mutex_lean`]: klock's, unprofiled, the tid read from glibc's
 /// thread descriptor). Its lock is [`lock_unprofiled`], its trylock the
 /// lock's own, and its holder's unlock [`unlock_held`]: what the general
@@ -87,7 +90,8 @@ unsafe fn lean<'a>(m: *mut pthread_mutex_t) -> Option<(&'a RawMutexCompact, u32)
     }
     // SAFETY: non-null; as in `raw`.
     let r = unsafe { &*m.cast::<RawMutexCompact>() };
-    if kind(r) != 0 {
+    let k = kind(r);
+    if k != 0 && k != ADAPTIVE {
         return None;
     }
     let tid = klock::thread::glibc_descriptor_tid();
