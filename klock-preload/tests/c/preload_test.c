@@ -375,6 +375,8 @@ static void rwlocks(void) {
     CHECK_RC(pthread_rwlock_wrlock(l), 0);
     CHECK_RC(pthread_rwlock_wrlock(l), EDEADLK);
     CHECK_RC(pthread_rwlock_rdlock(l), EDEADLK);
+    CHECK_RC(pthread_rwlock_tryrdlock(l), EBUSY);
+    CHECK_RC(pthread_rwlock_timedrdlock(l, &soon), EDEADLK);
     CHECK_RC(pthread_rwlock_trywrlock(l), EBUSY);
     CHECK_RC(elsewhere(try_rd, l), EBUSY);
     CHECK_RC(elsewhere(timed_rd, l), ETIMEDOUT);
