@@ -72,7 +72,7 @@ fn read_by_me(r: &RawRwSem) -> bool {
 /// the lock's atomic instruction) is only made when the lock is not free
 /// for readers. With the unlock's table first too, a read lock+unlock
 /// pair took 9.9-10.6 ns against 10.6-11.2 (six alternating rounds,
-/// glibc's 8.1-8.4; 2-vCPU AMD guest, `docs/preload.md`, "The lean
+/// glibc's 8.4; 2-vCPU AMD guest, `docs/preload.md`, "The lean
 /// path"). The profiled path keeps `take` first, so that the profile
 /// counts every acquisition.
 #[inline]
