@@ -377,15 +377,24 @@ mod store {
 
     #[inline(always)]
     pub fn add(ev: Event, n: u64) {
+        if !add_if_cached(ev, n) {
+            add_uncached(ev, n);
+        }
+    }
+
+    /// [`add`] only if the thread's row is cached; whether it was.
+    #[inline(always)]
+    pub fn add_if_cached(ev: Event, n: u64) -> bool {
         // The cache is cleared before the thread gives its index back
         // (`THREAD_HOOKS`); rows are never freed.
         let Some(row) = ROW.get() else {
-            return add_uncached(ev, n);
+            return false;
         };
         let c = &row[ev as usize];
         // Only this thread writes this row while it holds the index: a
         // load and a store, no locked RMW.
         c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        true
     }
 
     /// First count on this thread, or one made while it has no index
@@ -496,6 +505,22 @@ mod store {
             .join()
             .unwrap();
         }
+    }
+}
+
+/// Count one `ev` if this thread's counter row is at hand, with no call
+/// (for a fast path that must not make one: see the qspinlock's
+/// `callee_save.rs`); `false` if it was not counted, and the caller should
+/// count it with [`inc`] off its fast path. Always `true` without the
+/// `events` feature.
+#[inline(always)]
+pub fn inc_if_cached(ev: Event) -> bool {
+    #[cfg(all(feature = "events", not(loom)))]
+    return store::add_if_cached(ev, 1);
+    #[cfg(not(all(feature = "events", not(loom))))]
+    {
+        let _ = ev;
+        true
     }
 }
 

@@ -184,6 +184,8 @@
 //! still wastes less.
 
 mod byte;
+#[cfg(all(target_arch = "x86_64", not(loom)))]
+mod callee_save;
 mod fork;
 mod word;
 pub use fork::forget_parent_waiters;
@@ -592,6 +594,12 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
         // is exact. Any other value needs the unlock that looks for a
         // sleeping head.
         if PARAVIRT && self.locked_byte() != LOCKED {
+            // x86-64: through the thunk, as in `unlock_token` (no
+            // successor's wake-up is left to an unlock without a token).
+            #[cfg(all(target_arch = "x86_64", not(loom)))]
+            // SAFETY: forwarded.
+            return unsafe { self.pv_unlock_saving::<MODE>(TOKEN_SLOW_OWNER) };
+            #[cfg(not(all(target_arch = "x86_64", not(loom))))]
             return self.unlock_pv::<MODE>();
         }
         // SAFETY: we hold the lock with a plain locked byte.
@@ -639,6 +647,11 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
     /// the acquisition returned.
     #[inline(always)]
     unsafe fn unlock_token<const MODE: u8>(&self, token: usize) {
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        if PARAVIRT && token & TOKEN_SLOW_OWNER != 0 {
+            // SAFETY: forwarded.
+            return unsafe { self.pv_unlock_saving::<MODE>(token) };
+        }
         if PARAVIRT && token & TOKEN_SLOW_OWNER != 0 {
             self.unlock_pv::<MODE>();
             let successor = token & !TOKEN_SLOW_OWNER;
@@ -705,6 +718,12 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
         // thread id right after its acquiring RMW).
         #[cfg(loom)]
         let _ = thread::current_tid();
+        // x86-64: the paravirt path's calls clobber no register the
+        // caller keeps (`callee_save.rs`).
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        if PARAVIRT {
+            return self.pv_lock_saving::<MODE, LAZY>();
+        }
         match self.fast_lock::<MODE>() {
             Ok(()) => 0,
             Err(val) if PARAVIRT => TOKEN_SLOW_OWNER | self.pv_lock_slow::<MODE, LAZY>(val),
