@@ -9,10 +9,11 @@
 //! and spills and reloads around it *on every iteration*, the call taken
 //! or not. The kernel's paravirt spinlock has the same problem with its
 //! `pv_*` hooks and calls them through thunks that save every register the
-//! C convention lets a callee clobber; here, too, [`call`] saves the
-//! general-purpose registers itself, so the only ones its inline-assembly
-//! call site gives up are `rax` (the result) and the vector, mask and x87
-//! registers (which integer code around a lock does not hold).
+//! C convention lets a callee clobber; here, too, [`call`] goes through
+//! such a thunk ([`save_call`]), which saves the general-purpose registers
+//! itself, so the only ones its inline-assembly call site gives up are
+//! `rax` (the result) and the vector, mask and x87 registers (which
+//! integer code around a lock does not hold).
 //!
 //! ```text
 //! caller:    call save_call          rax = f, rdi/rsi = its arguments
@@ -22,8 +23,8 @@
 //! ```
 //!
 //! Measured on a 2-vCPU AMD EPYC guest (family 25, model 1) in `klock
-//! bench uncontended`: the `SpinLock` pair 4.1–4.2 ns against 5.0 with ordinary
-//! calls (docs/locks/spinlock.md, "Calls that clobber nothing").
+//! bench uncontended`: the `SpinLock` pair 4.1–4.2 ns against 5.0 with
+//! ordinary calls (docs/locks/spinlock.md, "Calls that clobber nothing").
 
 use super::{
     LockWord, RawQSpinLockWith, DROP_DEFERRED_KICK, LOCKED, PENDING_MASK, STEAL_IGNORES_PENDING,

@@ -156,6 +156,12 @@
 //! loading the word; the raw `raw_unlock` loads the locked byte to decide
 //! (exact: nobody but its owner changes a plain `LOCKED` byte).
 //!
+//! On x86-64 the paravirt lock's fast path makes its rare calls (the slow
+//! path, the give-back, a steal's first count, a slow owner's unlock)
+//! through a thunk that saves every general-purpose register, so the
+//! caller keeps its values in registers across the lock
+//! (`callee_save.rs`; the kernel calls its paravirt hooks so too).
+//!
 //! # Tuning
 //!
 //! [`RawQSpinLockWith<PENDING_LOOPS, PARAVIRT>`] bounds the hand-over wait
