@@ -26,17 +26,9 @@
 //! bench uncontended`: the `SpinLock` pair 4.1–4.2 ns against 5.0 with
 //! ordinary calls (docs/locks/spinlock.md, "Calls that clobber nothing").
 
-use super::{
-    LockWord, RawQSpinLockWith, DROP_DEFERRED_KICK, LOCKED, PENDING_MASK, STEAL_IGNORES_PENDING,
-    TAIL_MASK, TOKEN_SLOW_OWNER,
-};
+use super::{FastTry, LockWord, RawQSpinLockWith, DROP_DEFERRED_KICK, TOKEN_SLOW_OWNER};
 use crate::events::{self, Event};
-use crate::sync::Ordering::{Acquire, Relaxed};
-
-/// The cold entry's state bit: the fast path's CAS took the locked byte
-/// (the rest of the state is the pending byte and tail it read after);
-/// without it, the CAS failed.
-const TOOK: usize = 1 << 32;
+use crate::sync::Ordering::Relaxed;
 
 /// Save the caller-saved general-purpose registers but `rax`, call the
 /// function whose address is in `rax` (System V: arguments in `rdi`,
@@ -135,36 +127,15 @@ unsafe fn call(f: extern "C" fn(usize, usize) -> usize, a: usize, b: usize) -> u
 
 /// Paravirt only (`lock_with` and the unlocks call these only then).
 impl<const PL: u32, const PARAVIRT: bool, W: LockWord> RawQSpinLockWith<PL, PARAVIRT, W> {
-    /// The paravirt acquisition: the fast path of
-    /// [`pv_fast_lock`](Self::pv_fast_lock) inline, everything else in
-    /// [`lock_cold`](Self::lock_cold) through the thunk. Returns the
+    /// The paravirt acquisition: the fast path's steps
+    /// ([`pv_fast_try`](Self::pv_fast_try)) inline, everything they lead
+    /// to in [`lock_cold`](Self::lock_cold) through the thunk. Returns the
     /// acquisition token, as `lock_with` does.
     #[inline(always)]
     pub(super) fn pv_lock_saving<const MODE: u8, const LAZY: bool>(&self) -> usize {
-        // (*,*,0) -> (*,*,LOCKED). Acquire (the CAS) pairs with the
-        // Release of the previous owner's unlock.
-        let state = if self.word.cas_locked(0, LOCKED, Acquire) {
-            // The tail only to count a steal (the eight-byte word reads
-            // it with the pending byte in one load).
-            let rest = self.word.pending_and_tail(events::enabled());
-            let pending = if MODE == STEAL_IGNORES_PENDING {
-                0
-            } else {
-                rest & PENDING_MASK
-            };
-            // Plain owner, with no queue behind it: one test.
-            if rest & (PENDING_MASK | TAIL_MASK) == 0 || (pending == 0 && !events::enabled()) {
-                return 0;
-            }
-            // A steal past a queue: counted here while the thread's counter
-            // row is at hand (under contention nearly every acquisition is
-            // one), else in the cold entry (the first count finds the row).
-            if pending == 0 && events::inc_if_cached(Event::PvLockStealing) {
-                return 0;
-            }
-            TOOK | rest as usize
-        } else {
-            0
+        let state = match self.pv_fast_try::<MODE>() {
+            FastTry::Plain => return 0,
+            other => other as usize,
         };
         // SAFETY: `lock_cold` takes the lock this points to; it does not
         // unwind.
@@ -177,17 +148,15 @@ impl<const PL: u32, const PARAVIRT: bool, W: LockWord> RawQSpinLockWith<PL, PARA
         }
     }
 
-    /// Everything but the plain fast path: the steal's first count, the
+    /// What the fast path's steps left to do: a steal's first count, the
     /// give-back (someone holds pending), the slow path.
     extern "C" fn lock_cold<const MODE: u8, const LAZY: bool>(this: usize, state: usize) -> usize {
         // SAFETY: `pv_lock_saving` passes `self`, borrowed for the call.
         let this = unsafe { &*(this as *const Self) };
-        let val = if state & TOOK != 0 {
-            let rest = state as u32;
-            if rest & PENDING_MASK == 0 || MODE == STEAL_IGNORES_PENDING {
-                events::inc(Event::PvLockStealing);
-                return 0;
-            }
+        let val = if state == FastTry::StealUncounted as usize {
+            events::inc(Event::PvLockStealing);
+            return 0;
+        } else if state == FastTry::PendingHeld as usize {
             this.pv_give_back()
         } else {
             this.word.load(Relaxed)

@@ -318,6 +318,23 @@ const DROP_DEFERRED_KICK: u8 = 7;
 /// a moment before giving it back makes it two owners.
 const PENDING_TAKE_BY_ADD: u8 = 8;
 
+/// What the paravirt fast path's byte CAS led to (`pv_fast_try`).
+#[cfg(any(loom, target_arch = "x86_64"))]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum FastTry {
+    /// Ours as a plain owner: `(0,0,0) -> (0,0,LOCKED)`, or a steal past a
+    /// queue `(n,0,0) -> (n,0,LOCKED)`, counted if it had to be.
+    Plain,
+    /// Ours, a steal past a queue whose count is left to the caller (the
+    /// thread's counter row was not at hand: the first count finds it).
+    StealUncounted,
+    /// We took the byte, but someone holds pending: it must be given back
+    /// ([`pv_give_back`](RawQSpinLockWith::pv_give_back)).
+    PendingHeld,
+    /// The CAS failed: the lock is held.
+    Failed,
+}
+
 /// Acquisition token bit: the lock was taken as a paravirt slow-path owner
 /// (locked byte `LOCKED_PV`). The other bits are the futex address of a
 /// successor whose wake-up the lazy baton pass left to our unlock, or 0.
@@ -774,27 +791,15 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
     fn pv_fast_lock<const MODE: u8>(&self) -> Result<(), u32> {
         #[cfg(any(loom, target_arch = "x86_64"))]
         {
-            if !self.word.cas_locked(0, LOCKED, Acquire) {
-                return Err(self.word.load(Relaxed));
+            match self.pv_fast_try::<MODE>() {
+                FastTry::Plain => Ok(()),
+                FastTry::StealUncounted => {
+                    events::inc(Event::PvLockStealing);
+                    Ok(())
+                }
+                FastTry::PendingHeld => Err(self.pv_give_back()),
+                FastTry::Failed => Err(self.word.load(Relaxed)),
             }
-            // The tail only to count a steal (the eight-byte word reads it
-            // with the pending byte in one load).
-            let rest = self.word.pending_and_tail(events::enabled() || cfg!(loom));
-            if rest & PENDING_MASK != 0 && MODE != STEAL_IGNORES_PENDING {
-                return Err(self.pv_give_back());
-            }
-            // Loom: checked at once, before the model can run a pending
-            // waiter that comes after us (it would wait for us).
-            #[cfg(loom)]
-            self.probe.acquired("fast path");
-            if events::enabled() && rest & TAIL_MASK != 0 {
-                events::inc(Event::PvLockStealing);
-            }
-            #[cfg(loom)]
-            if rest & TAIL_MASK != 0 {
-                Probe::hit(&self.probe.steals);
-            }
-            Ok(())
         }
         #[cfg(not(any(loom, target_arch = "x86_64")))]
         {
@@ -811,6 +816,49 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
             events::inc(Event::PvLockStealing);
             Ok(())
         }
+    }
+
+    /// The paravirt fast path's steps on the locked byte (x86-64 and
+    /// loom), without the calls its outcomes lead to: the CAS, the look at
+    /// pending and tail, a steal's count while the thread's counter row is
+    /// at hand. [`pv_fast_lock`](Self::pv_fast_lock) and, on x86-64, the
+    /// acquisition through the callee-save thunk (`callee_save.rs`) both
+    /// take these steps, so the loom models check the ones the lock runs.
+    #[cfg(any(loom, target_arch = "x86_64"))]
+    #[inline(always)]
+    fn pv_fast_try<const MODE: u8>(&self) -> FastTry {
+        // (*,*,0) -> (*,*,LOCKED). Acquire pairs with the Release of the
+        // previous owner's unlock.
+        if !self.word.cas_locked(0, LOCKED, Acquire) {
+            return FastTry::Failed;
+        }
+        // The tail only to count a steal (the eight-byte word reads it
+        // with the pending byte in one load).
+        let rest = self.word.pending_and_tail(events::enabled() || cfg!(loom));
+        // Loom: `acquired` at once, before the model can run a pending
+        // waiter that comes after us (it would wait for us).
+        // A plain owner with no queue behind it: one test of both.
+        if rest & (PENDING_MASK | TAIL_MASK) == 0 {
+            #[cfg(loom)]
+            self.probe.acquired("fast path");
+            return FastTry::Plain;
+        }
+        if rest & PENDING_MASK != 0 && MODE != STEAL_IGNORES_PENDING {
+            return FastTry::PendingHeld;
+        }
+        #[cfg(loom)]
+        self.probe.acquired("fast path");
+        #[cfg(loom)]
+        if rest & TAIL_MASK != 0 {
+            Probe::hit(&self.probe.steals);
+        }
+        if events::enabled()
+            && rest & TAIL_MASK != 0
+            && !events::inc_if_cached(Event::PvLockStealing)
+        {
+            return FastTry::StealUncounted;
+        }
+        FastTry::Plain
     }
 
     /// The fast path took the locked byte, but someone holds pending: give
