@@ -74,8 +74,9 @@ unsafe fn raw<'a>(m: *mut pthread_mutex_t) -> Result<&'a RawMutexCompact, c_int>
 /// (kind 0: `PTHREAD_MUTEX_INITIALIZER`, or initialised without
 /// attributes) or an adaptive one (kind 3), which klock treats alike,
 /// while the mutex family may take its lean path ([`crate::mutex_lean`]:
-/// klock's, unprofiled, the tid read from glibc's thread descriptor). Its lock is [`lock_unprofiled`], its trylock the
-/// lock's own, and its holder's unlock [`unlock_held`]: what the general
+/// klock's, unprofiled, the tid read from glibc's thread descriptor).
+/// Its lock is [`lock_unprofiled`], its trylock the lock's own, and its
+/// holder's unlock [`unlock_held`]: what the general
 /// path does for such a mutex, without the tests that the lean flag
 /// answers at once. `None`: the general path decides (other kinds,
 /// glibc's mutexes, null, a thread without its tid yet, and the unlock

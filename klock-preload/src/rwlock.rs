@@ -63,7 +63,9 @@ fn read_by_me(r: &RawRwSem) -> bool {
 
 /// Take a read hold of `r` with `take` (the rw-semaphore's read lock, at
 /// most once per thread): 0, `err` if `take` fails, `held` if the caller
-/// write-holds `r` (`EDEADLK`, or `EBUSY` for the trylock).
+/// write-holds `r` (`EDEADLK`, or `EBUSY` for the trylock). `take` is told
+/// whether the read trylock below was just made and failed (a trylock
+/// need not make it again).
 ///
 /// A thread that read-holds `r` cannot write-hold it, so its table comes
 /// first; then, unprofiled, the read trylock: a lock that readers may
@@ -76,7 +78,7 @@ fn read_by_me(r: &RawRwSem) -> bool {
 /// path"). The profiled path keeps `take` first, so that the profile
 /// counts every acquisition.
 #[inline]
-fn read_lock(r: &RawRwSem, take: impl FnOnce() -> bool, err: c_int, held: c_int) -> c_int {
+fn read_lock(r: &RawRwSem, take: impl FnOnce(bool) -> bool, err: c_int, held: c_int) -> c_int {
     let a = addr_of(r);
     let quick = !stat::on();
     reads::with(|t| {
@@ -87,7 +89,7 @@ fn read_lock(r: &RawRwSem, take: impl FnOnce() -> bool, err: c_int, held: c_int)
             if written_by_me(r) {
                 return held;
             }
-            if !take() {
+            if !take(quick) {
                 return err;
             }
         }
@@ -185,7 +187,7 @@ pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_in
         with(l, |r| {
             read_lock(
                 r,
-                || {
+                |_| {
                     if stat::on() {
                         stat::lock_shared(
                             addr_of(r),
@@ -219,8 +221,9 @@ pub unsafe extern "C" fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c
         with(l, |r| {
             read_lock(
                 r,
-                || {
-                    let got = r.raw_try_lock_shared_as(me()).is_some();
+                // Unprofiled, `read_lock` has just tried and failed.
+                |tried| {
+                    let got = !tried && r.raw_try_lock_shared_as(me()).is_some();
                     if got && stat::on() {
                         stat::acquired(addr_of(r), Kind::RwLock, false);
                     }
@@ -241,7 +244,7 @@ fn timedrd(r: &RawRwSem, clock: libc::clockid_t, ts: *const timespec) -> c_int {
     };
     read_lock(
         r,
-        || {
+        |_| {
             let deadline = klock::sys::deadline_after(left);
             let timed = || r.raw_try_lock_shared_until_ns_as(me(), deadline).is_some();
             if left.is_zero() {

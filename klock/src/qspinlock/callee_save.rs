@@ -26,9 +26,7 @@
 //! bench uncontended`: the `SpinLock` pair 4.1–4.2 ns against 5.0 with
 //! ordinary calls (docs/locks/spinlock.md, "Calls that clobber nothing").
 
-use super::{FastTry, LockWord, RawQSpinLockWith, DROP_DEFERRED_KICK, TOKEN_SLOW_OWNER};
-use crate::events::{self, Event};
-use crate::sync::Ordering::Relaxed;
+use super::{FastTry, LockWord, RawQSpinLockWith, TOKEN_SLOW_OWNER};
 
 /// Save the caller-saved general-purpose registers but `rax`, call the
 /// function whose address is in `rax` (System V: arguments in `rdi`,
@@ -148,28 +146,22 @@ impl<const PL: u32, const PARAVIRT: bool, W: LockWord> RawQSpinLockWith<PL, PARA
         }
     }
 
-    /// What the fast path's steps left to do: a steal's first count, the
-    /// give-back (someone holds pending), the slow path.
+    /// What the fast path's steps left to do
+    /// ([`pv_fast_finish`](Self::pv_fast_finish)), then the slow path if
+    /// the lock is not ours yet. `state` is a [`FastTry`]'s discriminant.
     extern "C" fn lock_cold<const MODE: u8, const LAZY: bool>(this: usize, state: usize) -> usize {
         // SAFETY: `pv_lock_saving` passes `self`, borrowed for the call.
         let this = unsafe { &*(this as *const Self) };
-        let val = if state == FastTry::StealUncounted as usize {
-            events::inc(Event::PvLockStealing);
-            return 0;
-        } else if state == FastTry::PendingHeld as usize {
-            this.pv_give_back()
-        } else {
-            this.word.load(Relaxed)
-        };
-        TOKEN_SLOW_OWNER | this.pv_lock_slow::<MODE, LAZY>(val)
+        match this.pv_fast_finish(FastTry::ALL[state]) {
+            Ok(()) => 0,
+            Err(val) => TOKEN_SLOW_OWNER | this.pv_lock_slow::<MODE, LAZY>(val),
+        }
     }
 
-    /// A slow-path owner's unlock, `token` as its acquisition returned:
-    /// the unlock that looks for a sleeping head, then the wake-up the
-    /// lazy baton pass left to us.
+    /// [`unlock_slow_owner`](Self::unlock_slow_owner) through the thunk.
     ///
     /// # Safety
-    /// As for `unlock_token`.
+    /// As for `unlock_slow_owner`.
     #[inline(always)]
     pub(super) unsafe fn pv_unlock_saving<const MODE: u8>(&self, token: usize) {
         // SAFETY: `unlock_cold` releases the lock this points to, which
@@ -186,11 +178,7 @@ impl<const PL: u32, const PARAVIRT: bool, W: LockWord> RawQSpinLockWith<PL, PARA
     extern "C" fn unlock_cold<const MODE: u8>(this: usize, token: usize) -> usize {
         // SAFETY: `pv_unlock_saving` passes `self`, borrowed for the call.
         let this = unsafe { &*(this as *const Self) };
-        this.unlock_pv::<MODE>();
-        let successor = token & !TOKEN_SLOW_OWNER;
-        if successor != 0 && MODE != DROP_DEFERRED_KICK {
-            this.kick_successor(successor);
-        }
+        this.unlock_slow_owner_now::<MODE>(token);
         0
     }
 }

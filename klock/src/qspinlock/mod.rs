@@ -321,6 +321,7 @@ const PENDING_TAKE_BY_ADD: u8 = 8;
 /// What the paravirt fast path's byte CAS led to (`pv_fast_try`).
 #[cfg(any(loom, target_arch = "x86_64"))]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(usize)]
 enum FastTry {
     /// Ours as a plain owner: `(0,0,0) -> (0,0,LOCKED)`, or a steal past a
     /// queue `(n,0,0) -> (n,0,LOCKED)`, counted if it had to be.
@@ -333,6 +334,19 @@ enum FastTry {
     PendingHeld,
     /// The CAS failed: the lock is held.
     Failed,
+}
+
+#[cfg(any(loom, target_arch = "x86_64"))]
+impl FastTry {
+    /// Every outcome, at its discriminant (how the callee-save thunk's
+    /// target gets it back from a register).
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    const ALL: [FastTry; 4] = [
+        Self::Plain,
+        Self::StealUncounted,
+        Self::PendingHeld,
+        Self::Failed,
+    ];
 }
 
 /// Acquisition token bit: the lock was taken as a paravirt slow-path owner
@@ -617,13 +631,9 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
         // is exact. Any other value needs the unlock that looks for a
         // sleeping head.
         if PARAVIRT && self.locked_byte() != LOCKED {
-            // x86-64: through the thunk, as in `unlock_token` (no
-            // successor's wake-up is left to an unlock without a token).
-            #[cfg(all(target_arch = "x86_64", not(loom)))]
+            // No successor's wake-up is left to an unlock without a token.
             // SAFETY: forwarded.
-            return unsafe { self.pv_unlock_saving::<MODE>(TOKEN_SLOW_OWNER) };
-            #[cfg(not(all(target_arch = "x86_64", not(loom))))]
-            return self.unlock_pv::<MODE>();
+            return unsafe { self.unlock_slow_owner::<MODE>(TOKEN_SLOW_OWNER) };
         }
         // SAFETY: we hold the lock with a plain locked byte.
         unsafe { self.unlock_plain() }
@@ -670,21 +680,42 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
     /// the acquisition returned.
     #[inline(always)]
     unsafe fn unlock_token<const MODE: u8>(&self, token: usize) {
-        #[cfg(all(target_arch = "x86_64", not(loom)))]
         if PARAVIRT && token & TOKEN_SLOW_OWNER != 0 {
             // SAFETY: forwarded.
-            return unsafe { self.pv_unlock_saving::<MODE>(token) };
-        }
-        if PARAVIRT && token & TOKEN_SLOW_OWNER != 0 {
-            self.unlock_pv::<MODE>();
-            let successor = token & !TOKEN_SLOW_OWNER;
-            if successor != 0 && MODE != DROP_DEFERRED_KICK {
-                self.kick_successor(successor);
-            }
+            unsafe { self.unlock_slow_owner::<MODE>(token) }
         } else {
             // SAFETY: a plain owner (fast path, or a trylock of a lock
             // with no queue, or any native acquisition).
             unsafe { self.unlock_plain() }
+        }
+    }
+
+    /// A paravirt slow-path owner's unlock, `token` as its acquisition
+    /// returned: the unlock that looks for a sleeping head, then the
+    /// wake-up the lazy baton pass left to us. On x86-64 through the
+    /// callee-save thunk (`callee_save.rs`), which runs
+    /// [`unlock_slow_owner_now`](Self::unlock_slow_owner_now).
+    ///
+    /// # Safety
+    /// We hold the lock as a slow-path owner.
+    #[inline(always)]
+    unsafe fn unlock_slow_owner<const MODE: u8>(&self, token: usize) {
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        // SAFETY: forwarded.
+        unsafe {
+            self.pv_unlock_saving::<MODE>(token)
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+        self.unlock_slow_owner_now::<MODE>(token)
+    }
+
+    /// [`unlock_slow_owner`](Self::unlock_slow_owner)'s work, in place.
+    #[inline(always)]
+    fn unlock_slow_owner_now<const MODE: u8>(&self, token: usize) {
+        self.unlock_pv::<MODE>();
+        let successor = token & !TOKEN_SLOW_OWNER;
+        if successor != 0 && MODE != DROP_DEFERRED_KICK {
+            self.kick_successor(successor);
         }
     }
 
@@ -791,15 +822,8 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
     fn pv_fast_lock<const MODE: u8>(&self) -> Result<(), u32> {
         #[cfg(any(loom, target_arch = "x86_64"))]
         {
-            match self.pv_fast_try::<MODE>() {
-                FastTry::Plain => Ok(()),
-                FastTry::StealUncounted => {
-                    events::inc(Event::PvLockStealing);
-                    Ok(())
-                }
-                FastTry::PendingHeld => Err(self.pv_give_back()),
-                FastTry::Failed => Err(self.word.load(Relaxed)),
-            }
+            let tried = self.pv_fast_try::<MODE>();
+            self.pv_fast_finish(tried)
         }
         #[cfg(not(any(loom, target_arch = "x86_64")))]
         {
@@ -835,9 +859,9 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
         // The tail only to count a steal (the eight-byte word reads it
         // with the pending byte in one load).
         let rest = self.word.pending_and_tail(events::enabled() || cfg!(loom));
-        // Loom: `acquired` at once, before the model can run a pending
-        // waiter that comes after us (it would wait for us).
-        // A plain owner with no queue behind it: one test of both.
+        // A plain owner with no queue behind it: one test of both. (Loom:
+        // `acquired` at once, before the model can run a pending waiter
+        // that comes after us, which would wait for us.)
         if rest & (PENDING_MASK | TAIL_MASK) == 0 {
             #[cfg(loom)]
             self.probe.acquired("fast path");
@@ -859,6 +883,25 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
             return FastTry::StealUncounted;
         }
         FastTry::Plain
+    }
+
+    /// What an outcome of [`pv_fast_try`](Self::pv_fast_try) leads to, as
+    /// [`pv_fast_lock`](Self::pv_fast_lock) returns it: a steal's first
+    /// count, the give-back, or the word for the slow path. Out of the
+    /// fast path on x86-64 (reached through the thunk for every outcome
+    /// but `Plain`).
+    #[cfg(any(loom, target_arch = "x86_64"))]
+    #[inline(always)]
+    fn pv_fast_finish(&self, tried: FastTry) -> Result<(), u32> {
+        match tried {
+            FastTry::Plain => Ok(()),
+            FastTry::StealUncounted => {
+                events::inc(Event::PvLockStealing);
+                Ok(())
+            }
+            FastTry::PendingHeld => Err(self.pv_give_back()),
+            FastTry::Failed => Err(self.word.load(Relaxed)),
+        }
     }
 
     /// The fast path took the locked byte, but someone holds pending: give
