@@ -102,10 +102,11 @@ impl MutexImpl {
 
     #[inline(always)]
     fn lock(&self) -> Result<(), c_int> {
-        if self.owned_by_me() {
-            return Err(libc::EDEADLK);
-        }
-        let g = self.raw().raw_lock_as(me());
+        // The relock check is the lock's own, made only if its CAS fails.
+        let g = self
+            .raw()
+            .raw_lock_unless_held_as(me())
+            .ok_or(libc::EDEADLK)?;
         // SAFETY: we hold it with `g`.
         unsafe { self.put_guard(g) };
         Ok(())
@@ -138,13 +139,14 @@ impl MutexImpl {
 
     #[inline(always)]
     fn unlock(&self) -> Result<(), c_int> {
-        if !self.owned_by_me() {
+        let raw = self.raw();
+        if raw.owner_tid() != Some(me()) {
             return Err(libc::EPERM);
         }
         // SAFETY: we hold it, and recorded its guard when we locked.
         unsafe {
             let g = self.take_guard();
-            self.raw().unlock(g);
+            raw.unlock(g);
         }
         Ok(())
     }

@@ -20,28 +20,42 @@ pub(crate) trait RwRaw: lock_api::RawRwLock {
     fn lock_shared_within(&self, left: Duration) -> Option<Self::SharedGuard>;
     /// Write-lock, waiting at most `left` (zero: one try).
     fn lock_exclusive_within(&self, left: Duration) -> Option<Self::ExclusiveGuard>;
-    /// Read-lock; `tid` is the caller's, for a lock that records it (its
-    /// own lookup is a thread-local access, a call in a shared library).
+    /// Read-lock, unless `write_held_by_caller` says the caller holds the
+    /// write lock (`None`); `tid` is the caller's, for a lock that records
+    /// it (its own lookup is a thread-local access, a call in a shared
+    /// library). A lock may ask only once its fast path failed.
     #[inline(always)]
-    fn lock_shared_as(&self, tid: u32) -> Self::SharedGuard {
+    fn lock_shared_unless_as(
+        &self,
+        tid: u32,
+        write_held_by_caller: impl FnOnce() -> bool,
+    ) -> Option<Self::SharedGuard> {
         let _ = tid;
-        self.lock_shared()
+        if write_held_by_caller() {
+            return None;
+        }
+        Some(self.lock_shared())
     }
-    /// Write-lock; `tid` as for [`lock_shared_as`](Self::lock_shared_as).
+    /// Held by readers and no writer (a snapshot).
+    #[inline(always)]
+    fn is_read_held(&self) -> bool {
+        !self.is_locked_exclusive() && self.is_locked()
+    }
+    /// Write-lock; `tid` as for [`lock_shared_unless_as`](Self::lock_shared_unless_as).
     #[inline(always)]
     fn lock_exclusive_as(&self, tid: u32) -> Self::ExclusiveGuard {
         let _ = tid;
         self.lock_exclusive()
     }
     /// Read-lock if that needs no waiting; `tid` as for
-    /// [`lock_shared_as`](Self::lock_shared_as).
+    /// [`lock_shared_unless_as`](Self::lock_shared_unless_as).
     #[inline(always)]
     fn try_lock_shared_as(&self, tid: u32) -> Option<Self::SharedGuard> {
         let _ = tid;
         self.try_lock_shared()
     }
     /// Write-lock if it is free; `tid` as for
-    /// [`lock_shared_as`](Self::lock_shared_as).
+    /// [`lock_shared_unless_as`](Self::lock_shared_unless_as).
     #[inline(always)]
     fn try_lock_exclusive_as(&self, tid: u32) -> Option<Self::ExclusiveGuard> {
         let _ = tid;
@@ -91,11 +105,10 @@ impl<R: RwRaw> RwImpl<R> {
 
     #[inline]
     pub(crate) fn rdlock(&self) -> Result<(), c_int> {
-        if self.written_by_me() {
-            return Err(libc::EDEADLK);
-        }
-        let _ = self.raw.lock_shared_as(me());
-        Ok(())
+        self.raw
+            .lock_shared_unless_as(me(), || self.written_by_me())
+            .map(drop)
+            .ok_or(libc::EDEADLK)
     }
 
     pub(crate) fn tryrdlock(&self) -> Result<(), c_int> {
@@ -156,7 +169,7 @@ impl<R: RwRaw> RwImpl<R> {
                 self.raw.unlock_exclusive(g);
             }
             Ok(())
-        } else if self.raw.is_locked_exclusive() || !self.raw.is_locked() {
+        } else if !self.raw.is_read_held() {
             // Another thread's write hold, or no hold at all.
             Err(libc::EPERM)
         } else {

@@ -43,8 +43,16 @@ impl RwRaw for RawRwSem {
         }
     }
     #[inline(always)]
-    fn lock_shared_as(&self, tid: u32) -> ReadGuard {
-        self.raw_lock_shared_as(tid)
+    fn lock_shared_unless_as(
+        &self,
+        tid: u32,
+        write_held_by_caller: impl FnOnce() -> bool,
+    ) -> Option<ReadGuard> {
+        self.raw_lock_shared_unless_as(tid, write_held_by_caller)
+    }
+    #[inline(always)]
+    fn is_read_held(&self) -> bool {
+        RawRwSem::is_read_held(self)
     }
     #[inline(always)]
     fn lock_exclusive_as(&self, tid: u32) -> WriteGuard {

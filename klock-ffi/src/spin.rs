@@ -33,24 +33,28 @@ pub(crate) struct SpinImpl {
 }
 
 impl SpinImpl {
-    fn took(&self, g: Option<QGuard>) -> Result<(), c_int> {
+    /// Record the hold of the calling thread `tid`, taken with `g`.
+    #[inline(always)]
+    fn took(&self, g: Option<QGuard>, tid: u32) -> Result<(), c_int> {
         let g = g.ok_or(libc::EBUSY)?;
         // SAFETY: we hold the lock: only we touch `guard`.
         unsafe { (*self.guard.get()).write(g) };
-        self.owner.store(me(), Relaxed);
+        self.owner.store(tid, Relaxed);
         Ok(())
     }
 
     #[inline(always)]
     fn lock(&self) -> Result<(), c_int> {
-        if self.owner.load(Relaxed) == me() {
+        // One lookup of the tid for the check and the record.
+        let tid = me();
+        if self.owner.load(Relaxed) == tid {
             return Err(libc::EDEADLK);
         }
-        self.took(Some(self.raw.lock()))
+        self.took(Some(self.raw.lock()), tid)
     }
 
     fn trylock(&self) -> Result<(), c_int> {
-        self.took(self.raw.try_lock())
+        self.took(self.raw.try_lock(), me())
     }
 
     #[inline(always)]

@@ -124,60 +124,70 @@ fn tas_lock(w: &AtomicU32) {
     }
 }
 
-/// The queued spinlock's lock after its fast path failed, out of line:
-/// inlined, the preloaded lock+unlock pair measured 8.4–8.9 ns against
-/// 8.1 (2-vCPU AMD guest, `bench/uncontended.c mt`, alternating rounds),
-/// with the same registers saved either way: the layout, not traced.
-#[cold]
-#[inline(never)]
-fn lock_slow(q: &RawQSpinLock32) {
-    q.raw_lock();
-}
-
 /// Lock `l`, spinning (a queued spinlock's waiters sleep once spinning
 /// stops paying). A holder that locks again spins forever, as in glibc.
+///
+/// Only the unprofiled fast path is here, so that it saves no registers:
+/// with the forwarding, the profile, the test-and-set loop and the slow
+/// path inline, the function saved three on entry and restored them on
+/// every call (figures in `docs/preload.md`, "Spinlocks").
 ///
 /// # Safety
 /// `l` is null or a live spinlock.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_spin_lock(l: *mut pthread_spinlock_t) -> c_int {
+    if !l.is_null() && !crate::to_glibc(crate::lock_map::Family::Spin) && !stat::on() {
+        // The queued spinlock's fast path first, without loading the word
+        // (see RawQSpinLock32::raw_lock_fast): a process-shared lock's
+        // PSHARED, in the pending byte, makes it fail, and its word says
+        // which lock this is.
+        // SAFETY: non-null and live (the caller's contract); see `raw`.
+        let q = unsafe { &*l.cast::<RawQSpinLock32>() };
+        // As `guarded`, which returns only a code.
+        return match std::panic::catch_unwind(|| q.raw_lock_fast()) {
+            Ok(Ok(())) => 0,
+            // SAFETY: as above.
+            Ok(Err(v)) => unsafe { lock_slow(l, Some(v)) },
+            Err(_) => libc::ENOTRECOVERABLE,
+        };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { lock_slow(l, None) }
+}
+
+/// Everything but an unprofiled fast path: `failed` is the word that fast
+/// path found, `None` if it was not tried (a null lock, a forwarded
+/// family, the profile on).
+///
+/// # Safety
+/// As for `pthread_spin_lock`.
+#[cold]
+#[inline(never)]
+unsafe fn lock_slow(l: *mut pthread_spinlock_t, failed: Option<u32>) -> c_int {
     crate::forward_family!(Spin, pthread_spin_lock: fn(*mut pthread_spinlock_t) -> c_int, l);
     guarded(|| {
         // SAFETY: the caller's contract.
-        match unsafe { raw(l) } {
-            Ok((w, q)) => {
-                // The queued spinlock's fast path first, without loading
-                // the word (see RawQSpinLock32::raw_lock_fast): a
-                // process-shared lock's PSHARED, in the pending byte,
-                // makes it fail, and its word says which lock this is.
-                let profiled = stat::on();
-                let v = if profiled {
-                    w.load(Relaxed)
-                } else {
-                    match q.raw_lock_fast() {
-                        Ok(()) => return 0,
-                        Err(v) => v,
-                    }
-                };
-                if v & PSHARED != 0 {
-                    tas_lock(w);
-                } else if profiled {
-                    stat::lock_exclusive(
-                        l as usize,
-                        Kind::Spin,
-                        || q.raw_try_lock(),
-                        || {
-                            q.raw_lock();
-                            true
-                        },
-                    );
-                } else {
-                    lock_slow(q);
-                }
-                0
-            }
-            Err(e) => e,
+        let (w, q) = match unsafe { raw(l) } {
+            Ok(wq) => wq,
+            Err(e) => return e,
+        };
+        let v = failed.unwrap_or_else(|| w.load(Relaxed));
+        if v & PSHARED != 0 {
+            tas_lock(w);
+        } else if stat::on() {
+            stat::lock_exclusive(
+                l as usize,
+                Kind::Spin,
+                || q.raw_try_lock(),
+                || {
+                    q.raw_lock();
+                    true
+                },
+            );
+        } else {
+            q.raw_lock();
         }
+        0
     })
 }
 
@@ -220,10 +230,38 @@ pub unsafe extern "C" fn pthread_spin_trylock(l: *mut pthread_spinlock_t) -> c_i
 /// Unlock `l`: 0. As in glibc the owner is not checked (a spinlock
 /// records none); unlocking an unlocked lock does nothing.
 ///
+/// The unprofiled queued spinlock's unlock alone here, as in
+/// `pthread_spin_lock`.
+///
 /// # Safety
 /// `l` is null or a live spinlock.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_spin_unlock(l: *mut pthread_spinlock_t) -> c_int {
+    if !l.is_null() && !crate::to_glibc(crate::lock_map::Family::Spin) && !stat::on() {
+        // SAFETY: non-null and live (the caller's contract); see `raw`.
+        let q = unsafe { &*l.cast::<RawQSpinLock32>() };
+        if q.pending_byte() & PSHARED == 0 {
+            return guarded(|| {
+                if q.locked_byte() != 0 {
+                    // SAFETY: held, as in `unlock_slow`.
+                    unsafe { q.raw_unlock() };
+                }
+                0
+            });
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { unlock_slow(l) }
+}
+
+/// `pthread_spin_unlock` of a null, forwarded, profiled or
+/// process-shared lock.
+///
+/// # Safety
+/// As for `pthread_spin_unlock`.
+#[cold]
+#[inline(never)]
+unsafe fn unlock_slow(l: *mut pthread_spinlock_t) -> c_int {
     crate::forward_family!(Spin, pthread_spin_unlock: fn(*mut pthread_spinlock_t) -> c_int, l);
     guarded(|| {
         // SAFETY: the caller's contract.

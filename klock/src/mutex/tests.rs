@@ -74,6 +74,49 @@ fn handoff_reserved_lock_refuses_strangers() {
     m.owner.store(0, Relaxed);
 }
 
+/// The error-checking lock refuses a relock by the holder, whatever flags
+/// the word carries, takes a lock handed to it, and waits for another
+/// thread's.
+#[test]
+fn relock_check_refuses_only_the_holder() {
+    let m = RawMutex::new();
+    let me = thread::current_tid();
+    let g = m.raw_lock_unless_held_as(me).unwrap();
+    assert_eq!(m.word(), my_id());
+    assert!(m.raw_lock_unless_held_as(me).is_none(), "a plain relock");
+    assert_eq!(m.word(), my_id(), "refused without touching the word");
+    m.owner.store(my_id() | WAITERS, Relaxed);
+    assert!(m.raw_lock_unless_held_as(me).is_none(), "with waiters");
+    m.owner.store(my_id() | WAITERS | WOKEN, Relaxed);
+    assert!(
+        m.raw_lock_unless_held_as(me).is_none(),
+        "with a woken waiter"
+    );
+    // Handed to us (a waiter's state): ours to pick up, not a relock.
+    m.owner.store(my_id() | PICKUP | WAITERS, Relaxed);
+    assert!(m.raw_lock_unless_held_as(me).is_some());
+    assert_eq!(m.word(), my_id() | WAITERS);
+    m.owner.store(my_id(), Relaxed);
+    unsafe { m.unlock(g) };
+    // Another thread's lock: waited for, then taken.
+    let held = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let g = m.lock();
+            held.wait();
+            std::thread::sleep(Duration::from_millis(20));
+            unsafe { m.unlock(g) };
+        });
+        held.wait();
+        let t = Instant::now();
+        let g = m.raw_lock_unless_held_as(me).unwrap();
+        assert!(t.elapsed() >= Duration::from_millis(10));
+        assert_eq!(m.owner_tid(), Some(me));
+        unsafe { m.unlock(g) };
+    });
+    assert!(!m.is_locked());
+}
+
 #[test]
 fn timed_lock_times_out() {
     let m = RawMutexWith::<NO_OWNER_SPIN>::new();

@@ -646,6 +646,27 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
         ReadGuard::new()
     }
 
+    /// [`raw_lock_shared_as`](Self::raw_lock_shared_as) for an
+    /// error-checking caller (the C API): `None`, without waiting, if
+    /// `write_held_by_caller` says the caller write-holds the lock. Asked
+    /// only when the fast path fails: a read lock that the fast path takes
+    /// has no writer, so the uncontended path checks nothing.
+    #[doc(hidden)]
+    #[inline]
+    pub fn raw_lock_shared_unless_as(
+        &self,
+        tid: u32,
+        write_held_by_caller: impl FnOnce() -> bool,
+    ) -> Option<ReadGuard> {
+        if !self.read_fast(id_of(tid)) {
+            if write_held_by_caller() {
+                return None;
+            }
+            self.read_slow(None);
+        }
+        Some(ReadGuard::new())
+    }
+
     /// Take a read lock if that needs no waiting (no writer holds or waits).
     #[inline]
     pub fn raw_try_lock_shared(&self) -> Option<ReadGuard> {
@@ -979,6 +1000,14 @@ impl<const RSPIN: u8, const ADAPTIVE: u8, W: WaitLockRaw> RawRwSemWith<RSPIN, AD
     #[inline]
     pub fn is_write_held(&self) -> bool {
         self.count.load(Relaxed) & WRITER_LOCKED != 0
+    }
+
+    /// Held by readers and no writer, from one load of the count. A
+    /// snapshot.
+    #[inline]
+    pub fn is_read_held(&self) -> bool {
+        let c = self.count.load(Relaxed);
+        c & WRITER_LOCKED == 0 && c & READER_MASK != 0
     }
 
     /// The raw count word, for tests and debugging.

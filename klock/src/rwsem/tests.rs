@@ -89,6 +89,49 @@ fn read_write_try_downgrade() {
     unsafe { l.unlock_exclusive(w) };
 }
 
+/// The error-checking read lock asks its question only when the fast path
+/// fails, refuses when told the caller writes, and otherwise waits for the
+/// writer; `is_read_held` tells a read hold from a write hold and none.
+#[test]
+fn checked_read_lock_and_read_held() {
+    let l = RawRwSem::new();
+    let me = thread::current_tid();
+    assert!(!l.is_read_held());
+    let asked = core::cell::Cell::new(false);
+    let g = l.raw_lock_shared_unless_as(me, || {
+        asked.set(true);
+        true
+    });
+    assert!(
+        g.is_some() && !asked.get(),
+        "a free lock: taken, nothing asked"
+    );
+    assert!(l.is_read_held());
+    unsafe { l.raw_unlock_shared() };
+    assert!(!l.is_read_held() && !l.is_held());
+    let w = l.lock_exclusive();
+    assert!(!l.is_read_held());
+    assert!(l.raw_lock_shared_unless_as(me, || true).is_none());
+    assert!(l.is_write_held(), "a refusal leaves the write hold alone");
+    unsafe { l.unlock_exclusive(w) };
+    let held = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let w = l.lock_exclusive();
+            held.wait();
+            std::thread::sleep(Duration::from_millis(20));
+            unsafe { l.unlock_exclusive(w) };
+        });
+        held.wait();
+        let t = Instant::now();
+        assert!(l.raw_lock_shared_unless_as(me, || false).is_some());
+        assert!(t.elapsed() >= Duration::from_millis(10));
+        assert!(l.is_read_held());
+        unsafe { l.raw_unlock_shared() };
+    });
+    assert!(!l.is_held());
+}
+
 #[test]
 fn fast_path_writer_clears_nonspinnable_and_readers_keep_rd() {
     let l = Spin::new();
