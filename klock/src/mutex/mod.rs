@@ -599,9 +599,10 @@ impl<const SPIN: u8, W: WaitLockRaw> RawMutexWith<SPIN, W> {
     /// the lock. The check reads only the word the failed CAS returned: a
     /// lock that the CAS takes was nobody's, so the uncontended path
     /// checks nothing (a separate load of the owner before the CAS cost
-    /// the C API's pair about 1.5 ns). Exact: only the owner writes
-    /// itself into the owner field, and a lock handed to a waiter is
-    /// marked `PICKUP` until that waiter takes it.
+    /// the C API's pair about a nanosecond). Exact: the owner field names
+    /// the caller only while it holds the lock or while the lock is handed
+    /// to it as a waiter, marked `PICKUP` until it takes it, and a caller
+    /// here is no waiter.
     #[doc(hidden)]
     #[inline]
     pub fn raw_lock_unless_held_as(&self, tid: u32) -> Option<OwnerGuard> {
