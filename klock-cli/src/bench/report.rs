@@ -283,6 +283,9 @@ pub struct VerdictRow {
     pub loss: bool,
     /// Some thread of klock's lock finished no operation (Min = 0).
     pub starved: bool,
+    /// Some thread of the peer's lock finished no operation: the peer's
+    /// rate came with a thread it left out (a writer-starving rwlock).
+    pub peer_starved: bool,
     /// Uncontended only: the kind (`spinlock`, `mutex`, `rwlock`, `rwsem`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
@@ -352,6 +355,8 @@ pub struct Summary {
     pub won: usize,
     pub lost: usize,
     pub starved: usize,
+    /// Rows whose peer starved a thread ([`VerdictRow::peer_starved`]).
+    pub peer_starved: usize,
     /// Rows with a same-distance ratio: how many of those are at 1.00x
     /// or more, and how many below (absent when no row has one).
     #[serde(skip_serializing_if = "Option::is_none")]

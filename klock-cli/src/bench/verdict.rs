@@ -182,6 +182,7 @@ fn row(k: &ResultRow, p: &ResultRow) -> VerdictRow {
         ratio,
         loss: shown(ratio) < 1.0,
         starved: k.per_thread_min == 0,
+        peer_starved: p.per_thread_min == 0,
         kind: None,
         klock_ns_per_op: None,
         peer_ns_per_op: None,
@@ -387,6 +388,7 @@ pub fn compute_for(suite: &str, rows: &[ResultRow], subject: Option<&str>) -> Op
         won: out.iter().filter(|r| !r.loss).count(),
         lost: out.iter().filter(|r| r.loss).count(),
         starved: out.iter().filter(|r| r.starved).count(),
+        peer_starved: out.iter().filter(|r| r.peer_starved).count(),
         same_distance_won: same_distance_count(&out, true),
         same_distance_lost: same_distance_count(&out, false),
         lost_every_round: out.iter().any(|r| r.rounds.is_some()).then(|| {
@@ -480,6 +482,9 @@ fn marks(r: &VerdictRow) -> String {
     }
     if r.starved {
         m.push("STARVED");
+    }
+    if r.peer_starved {
+        m.push("PEER-STARVED");
     }
     m.join(" ")
 }
@@ -663,9 +668,13 @@ pub fn render(file: &ResultFile) -> String {
         Some(n) => format!(" (lost in every round: {n})"),
         None => String::new(),
     };
+    let peer = match s.peer_starved {
+        0 => String::new(),
+        n => format!(" (the peer starved a thread: {n})"),
+    };
     let _ = writeln!(
         out,
-        "  {geo}; cells won/lost: {}/{}{every}; starved: {}",
+        "  {geo}; cells won/lost: {}/{}{every}; starved: {}{peer}",
         s.won, s.lost, s.starved
     );
     // Beside the summary it qualifies, before the footnotes.

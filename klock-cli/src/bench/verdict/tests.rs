@@ -278,7 +278,7 @@ fn geomean_covers_four_threads_up_and_marks_show() {
     let s = f.verdict.summary.clone().unwrap();
     assert_eq!(s.geomean_threads, Some((4, 16)));
     assert!((s.geomean.unwrap() - 1.0).abs() < 1e-12);
-    assert_eq!((s.won, s.lost, s.starved), (3, 1, 1));
+    assert_eq!((s.won, s.lost, s.starved, s.peer_starved), (3, 1, 1, 0));
     let text = render(&f);
     let line = |t: &str| {
         text.lines()
@@ -308,6 +308,38 @@ fn geomean_covers_four_threads_up_and_marks_show() {
 /// Run *i* of klock's lock is compared with run *i* of the peer:
 /// the rounds won, the lowest and highest ratio, and the losses that
 /// every round agrees on; nothing of it with one run per lock.
+/// A peer that left a thread with nothing is marked, and counted under
+/// the table; klock's own starvation stays `STARVED`.
+#[test]
+fn a_peer_that_starves_a_thread_is_marked() {
+    let rows = vec![
+        row("qrwlock", 4, 80.0),
+        row_with("pthread-rwlock", 4, 100.0, 0), // a writer did nothing
+        row("qrwlock", 8, 120.0),
+        row("pthread-rwlock", 8, 100.0),
+    ];
+    let f = file("rwlock", rows);
+    let s = f.verdict.summary.clone().unwrap();
+    assert_eq!((s.won, s.lost, s.starved, s.peer_starved), (1, 1, 0, 1));
+    let r = &f.verdict.rows;
+    assert!(r[0].peer_starved && !r[0].starved && !r[1].peer_starved);
+    let text = render(&f);
+    let line = |t: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(t))
+            .unwrap_or_else(|| panic!("no row {t}:\n{text}"))
+            .to_string()
+    };
+    assert!(line("4").ends_with("0.80x  LOSS PEER-STARVED"), "{text}");
+    assert!(!line("8").contains("STARVED"), "{text}");
+    assert!(
+        text.contains("starved: 0 (the peer starved a thread: 1)"),
+        "{text}"
+    );
+    let json = serde_json::to_value(&f.verdict.rows[0]).unwrap();
+    assert_eq!(json["peer_starved"], serde_json::json!(true));
+}
+
 #[test]
 fn rounds_pair_run_i_with_run_i() {
     let near = 80.0;
