@@ -261,6 +261,14 @@ fn treelock_takes_klocks_best_default_per_row() {
     assert!(!text.contains("LOSS"), "{text}");
 }
 
+/// The verdict table's row for thread count `t` in the rendered `text`.
+fn row_line(text: &str, t: &str) -> String {
+    text.lines()
+        .find(|l| l.split_whitespace().next() == Some(t))
+        .unwrap_or_else(|| panic!("no row {t}:\n{text}"))
+        .to_string()
+}
+
 #[test]
 fn geomean_covers_four_threads_up_and_marks_show() {
     // Ratios 2 (1 thread), 0.5 (4), 2 (8), 1 (16): geomean at 4-16 is 1.
@@ -280,12 +288,7 @@ fn geomean_covers_four_threads_up_and_marks_show() {
     assert!((s.geomean.unwrap() - 1.0).abs() < 1e-12);
     assert_eq!((s.won, s.lost, s.starved, s.peer_starved), (3, 1, 1, 0));
     let text = render(&f);
-    let line = |t: &str| {
-        text.lines()
-            .find(|l| l.split_whitespace().next() == Some(t))
-            .unwrap_or_else(|| panic!("no row {t}:\n{text}"))
-            .to_string()
-    };
+    let line = |t: &str| row_line(&text, t);
     let tail = |t: &str| {
         let l = line(t);
         let w: Vec<&str> = l.split_whitespace().collect();
@@ -324,12 +327,7 @@ fn a_peer_that_starves_a_thread_is_marked() {
     let r = &f.verdict.rows;
     assert!(r[0].peer_starved && !r[0].starved && !r[1].peer_starved);
     let text = render(&f);
-    let line = |t: &str| {
-        text.lines()
-            .find(|l| l.split_whitespace().next() == Some(t))
-            .unwrap_or_else(|| panic!("no row {t}:\n{text}"))
-            .to_string()
-    };
+    let line = |t: &str| row_line(&text, t);
     assert!(line("4").ends_with("0.80x  LOSS PEER-STARVED"), "{text}");
     assert!(!line("8").contains("STARVED"), "{text}");
     assert!(
