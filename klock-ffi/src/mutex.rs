@@ -139,14 +139,13 @@ impl MutexImpl {
 
     #[inline(always)]
     fn unlock(&self) -> Result<(), c_int> {
-        let raw = self.raw();
-        if raw.owner_tid() != Some(me()) {
+        if !self.owned_by_me() {
             return Err(libc::EPERM);
         }
         // SAFETY: we hold it, and recorded its guard when we locked.
         unsafe {
             let g = self.take_guard();
-            raw.unlock(g);
+            self.raw().unlock(g);
         }
         Ok(())
     }

@@ -127,10 +127,9 @@ fn tas_lock(w: &AtomicU32) {
 /// Lock `l`, spinning (a queued spinlock's waiters sleep once spinning
 /// stops paying). A holder that locks again spins forever, as in glibc.
 ///
-/// Only the unprofiled fast path is here, so that it saves no registers:
-/// with the forwarding, the profile, the test-and-set loop and the slow
-/// path inline, the function saved three on entry and restored them on
-/// every call (figures in `docs/preload.md`, "Spinlocks").
+/// Only the unprofiled fast path is here; the forwarding, the profile,
+/// the test-and-set loop and the slow path are `lock_slow`'s (figures in
+/// `docs/preload.md`, "Spinlocks").
 ///
 /// # Safety
 /// `l` is null or a live spinlock.
