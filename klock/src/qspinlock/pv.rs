@@ -138,8 +138,8 @@ impl<const PENDING_LOOPS: u32, const PARAVIRT: bool, W: LockWord>
         // take the lock, return, and the lock's memory go away.
         let addr = futex_key(self.word.futex());
         let mut v = self.word.load(Relaxed);
-        // Held by us, so the byte is set: a clear one would be a taker's
-        // to come, whose byte the loop below would then clear.
+        // We hold the lock, so its locked byte is set; were it clear, the
+        // loop below would clear the byte of whoever takes the lock next.
         debug_assert_ne!(v & LOCKED_MASK, 0, "unlock of an unlocked qspinlock");
         // A CAS loop rather than fetch_and: x86 has no fetch-and that
         // returns the old value, so it is the same instruction. Release as

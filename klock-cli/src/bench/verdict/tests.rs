@@ -308,9 +308,6 @@ fn geomean_covers_four_threads_up_and_marks_show() {
     );
 }
 
-/// Run *i* of klock's lock is compared with run *i* of the peer:
-/// the rounds won, the lowest and highest ratio, and the losses that
-/// every round agrees on; nothing of it with one run per lock.
 /// A peer that left a thread with nothing is marked, and counted under
 /// the table; klock's own starvation stays `STARVED`.
 #[test]
@@ -327,9 +324,11 @@ fn a_peer_that_starves_a_thread_is_marked() {
     let r = &f.verdict.rows;
     assert!(r[0].peer_starved && !r[0].starved && !r[1].peer_starved);
     let text = render(&f);
-    let line = |t: &str| row_line(&text, t);
-    assert!(line("4").ends_with("0.80x  LOSS PEER-STARVED"), "{text}");
-    assert!(!line("8").contains("STARVED"), "{text}");
+    assert!(
+        row_line(&text, "4").ends_with("0.80x  LOSS PEER-STARVED"),
+        "{text}"
+    );
+    assert!(!row_line(&text, "8").contains("STARVED"), "{text}");
     assert!(
         text.contains("starved: 0 (the peer starved a thread: 1)"),
         "{text}"
@@ -338,6 +337,9 @@ fn a_peer_that_starves_a_thread_is_marked() {
     assert_eq!(json["peer_starved"], serde_json::json!(true));
 }
 
+/// Run *i* of klock's lock is compared with run *i* of the peer:
+/// the rounds won, the lowest and highest ratio, and the losses that
+/// every round agrees on; nothing of it with one run per lock.
 #[test]
 fn rounds_pair_run_i_with_run_i() {
     let near = 80.0;
