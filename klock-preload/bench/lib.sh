@@ -8,7 +8,9 @@
 # calls the script's `run NAME ENV...` on glibc's locks, klock's and
 # klock's with the profile, ROUNDS times, each round starting one place
 # further in that order (`rotation`; and marks each round in
-# "$tmp/results"); `median`
+# "$tmp/results"); `server_cpu NAME OPS`, called before `stop_server`,
+# records the server's CPU time (user + system, all its threads, since it
+# started) per operation of the run as `NAME:cpu` and prints it; `median`
 # prints the median of the numbers on its input, one per line; `summary
 # UNIT BASE NAME...` prints the medians of "$tmp/results" (lines `NAME
 # VALUE`) over BASE's and the paired ratios, round by round.
@@ -24,6 +26,17 @@ bench_setup() {
     # Below the kernel's ephemeral range (32768 up), where a load's own
     # connections take their ports.
     port=$((12000 + $$ % 10000 * 2))
+}
+
+server_cpu() {
+    local name=$1 ops=$2 ticks
+    # Fields 14 and 15 of /proc/PID/stat (utime, stime), counted after the
+    # command name's closing bracket so that a name with spaces cannot
+    # shift them.
+    if ! [ "${ops:-0}" -gt 0 ] 2>/dev/null; then echo "?"; return; fi
+    ticks=$(sed 's/.*) //' "/proc/$(cat "$tmp/pid")/stat" | awk '{ print $12 + $13 }')
+    awk -v n="$name" -v t="$ticks" -v hz="$(getconf CLK_TCK)" -v ops="$ops" \
+        'BEGIN { printf "%s:cpu %.3f\n", n, t / hz * 1e6 / ops }' | tee -a "$tmp/results" | awk '{ print $2 }'
 }
 
 stop_server() {
@@ -67,8 +80,9 @@ median() {
 # summary UNIT BASE NAME...: for each NAME, the median of its values in
 # "$tmp/results" and its ratio to BASE's median; then, for each NAME but
 # BASE, the paired ratios: each round's run over the BASE run of the same
-# round (the host's slow drifts cancel within a round), their median and
-# how many rounds were at or above 1.
+# round (the host's slow drifts cancel within a round), their median,
+# their geometric mean with its 95% interval (Student's t over the
+# ratios' logarithms) and how many rounds were at or above 1.
 summary() {
     local unit=$1 base_name=$2 k m base
     shift 2
@@ -77,7 +91,7 @@ summary() {
     for k in "$@"; do
         m=$(median_of "$k")
         awk -v k="$k" -v m="$m" -v b="$base" -v u="$unit" -v n="$base_name" \
-            'BEGIN { printf "median %-12s %10.0f %s  %.3fx %s\n", k, m, u, m / b, n }'
+            'BEGIN { printf "median %-14s %10s %s  %.3fx %s\n", k, sprintf(m >= 100 ? "%.0f" : "%.3f", m), u, m / b, n }'
     done
     echo
     for k in "$@"; do
@@ -89,8 +103,22 @@ summary() {
             $1 == n { v = $2 }
             END { pair() }' "$tmp/results" >"$tmp/ratios"
         m=$(median <"$tmp/ratios")
-        awk -v k="$k" -v m="$m" -v n="$base_name" \
-            '$1 >= 1 { up++ } END { printf "paired %-12s median %.3fx %s; %d of %d rounds at or above 1\n", k, m, n, up, NR }' \
-            "$tmp/ratios"
+        awk -v k="$k" -v m="$m" -v n="$base_name" '
+            # Two-sided 95% quantile of Student t, DF degrees of freedom.
+            function t975(df) {
+                if (df <= 30) return 0 + substr(T, (df - 1) * 6 + 1, 6)
+                return 1.96 + 2.4 / df
+            }
+            BEGIN { T = "12.7064.30263.18242.77642.57062.44692.36462.30602.26222.2281" \
+                        "2.20102.17882.16042.14482.13152.11992.10982.10092.09302.0860" \
+                        "2.07962.07392.06872.06392.05952.05552.05182.04842.04522.0423" }
+            { up += ($1 >= 1); l[NR] = log($1); s += l[NR] }
+            END {
+                g = s / NR; v = 0
+                for (i = 1; i <= NR; i++) v += (l[i] - g) ^ 2
+                h = NR > 1 ? t975(NR - 1) * sqrt(v / (NR - 1) / NR) : 0
+                printf "paired %-14s median %.3fx %s; geometric mean %.3fx (%.3f-%.3f); %d of %d rounds at or above 1\n",
+                    k, m, n, exp(g), exp(g - h), exp(g + h), up, NR
+            }' "$tmp/ratios"
     done
 }

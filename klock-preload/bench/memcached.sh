@@ -6,11 +6,13 @@
 # Usage: klock-preload/bench/memcached.sh [ROUNDS] [CLIENT_THREADS] [SECONDS] [SERVER_THREADS]
 #        (defaults 5 8 3 4), from the repository root after
 #        `cargo build --release`. Needs memcached and cc.
-# Prints each run's requests per second, then the medians and their ratios
+# Prints each run's requests per second and the server's CPU time per
+# operation (all its threads), then for both the medians and their ratios
 # to glibc's, then the paired ratios: each round's klock run against the
 # glibc run of the same round (the host's slow drifts cancel within a
 # round; each round starts one place further in the order, lib.sh), their
-# median and how many rounds were at or above 1.
+# median, geometric mean with its 95% interval, and how many rounds were
+# at or above 1.
 set -euo pipefail
 
 rounds=${1:-5}
@@ -41,12 +43,16 @@ run() {
         cat "$tmp/$name.err" >&2
         exit 1
     fi
+    local cpu
+    cpu=$(server_cpu "$name" "$(echo "$out" | awk '{ print $2 }')")
     stop_server
     echo "$out" | awk -v n="$name" '{print n, $4}' >>"$tmp/results"
-    printf '%-12s %s\n' "$name" "$out"
+    printf '%-12s %s  %s us of server CPU an op\n' "$name" "$out" "$cpu"
 }
 
 echo "memcached $(memcached -V | cut -d' ' -f2), $workers worker threads; $clients client connections, $secs s a run; $(nproc) CPUs"
 alternate "$rounds"
 echo
 summary req/s glibc glibc klock klock+stat
+echo
+summary "us of server CPU an op" glibc:cpu glibc:cpu klock:cpu klock+stat:cpu
