@@ -6,13 +6,15 @@
 # Usage: klock-preload/bench/memcached.sh [ROUNDS] [CLIENT_THREADS] [SECONDS] [SERVER_THREADS]
 #        (defaults 5 8 3 4), from the repository root after
 #        `cargo build --release`. Needs memcached and cc.
-# Prints each run's requests per second and the server's CPU time per
-# operation (all its threads), then for both the medians and their ratios
-# to glibc's, then the paired ratios: each round's klock run against the
+# Prints each run's requests per second, the server's CPU time per
+# operation (all its threads) and the machine's idle share during the
+# load; then for the first two the medians and their ratios to glibc's,
+# then the paired ratios: each round's klock run against the
 # glibc run of the same round (the host's slow drifts cancel within a
 # round; each round starts one place further in the order, lib.sh), their
 # median, geometric mean with its 95% interval, and how many rounds were
-# at or above 1.
+# at or above 1; for the idle share the means and the paired
+# differences.
 set -euo pipefail
 
 rounds=${1:-5}
@@ -36,7 +38,8 @@ run() {
         (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
         sleep 0.05
     done
-    local out
+    local out idle
+    load_start
     if ! out=$("$tmp/load" "$port" "$clients" "$secs"); then
         echo "memcached.sh: $name: $out" >&2
         echo "memcached.sh: the server said:" >&2
@@ -44,10 +47,11 @@ run() {
         exit 1
     fi
     local cpu
+    idle=$(machine_idle "$name")
     cpu=$(server_cpu "$name" "$(echo "$out" | awk '{ print $2 }')")
     stop_server
     echo "$out" | awk -v n="$name" '{print n, $4}' >>"$tmp/results"
-    printf '%-12s %s  %s us of server CPU an op\n' "$name" "$out" "$cpu"
+    printf '%-12s %s  %s us of server CPU an op  %s%% idle\n' "$name" "$out" "$cpu" "$idle"
 }
 
 echo "memcached $(memcached -V | cut -d' ' -f2), $workers worker threads; $clients client connections, $secs s a run; $(nproc) CPUs"
@@ -56,3 +60,5 @@ echo
 summary req/s glibc glibc klock klock+stat
 echo
 summary "us of server CPU an op" glibc:cpu glibc:cpu klock:cpu klock+stat:cpu
+echo
+summary_diff "% of the machine idle" glibc:idle glibc:idle klock:idle klock+stat:idle

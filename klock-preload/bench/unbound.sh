@@ -13,9 +13,11 @@
 # Usage: klock-preload/bench/unbound.sh [ROUNDS] [SECONDS] [SERVER_THREADS] [CLIENTS]
 #        (defaults 5 3 2 4), from the repository root after
 #        `cargo build --release`. Needs unbound and dnsperf.
-# Prints each run's queries per second and the server's CPU time per
-# query (all its threads), then for both the medians and their ratios to
-# glibc's and the paired ratios (lib.sh), then the head of the last
+# Prints each run's queries per second, the server's CPU time per query
+# (all its threads) and the machine's idle share during the load, then
+# the medians of the first two and their ratios to glibc's and the
+# paired ratios, and the idle shares' means and paired differences
+# (lib.sh), then the head of the last
 # profiled run's lock profile. A run fails the script if any answer was
 # not NOERROR or a query went unanswered.
 set -euo pipefail
@@ -72,9 +74,11 @@ EOF
             | grep -q 'Queries completed: *1000 ' && break
         sleep 0.1
     done
+    load_start
     dnsperf -s 127.0.0.1 -p "$port" -d "$tmp/queries" -l "$secs" -c "$clients" \
         >"$tmp/$name.out" 2>&1 || true
-    local qps sent done codes cpu
+    local qps sent done codes cpu idle
+    idle=$(machine_idle "$name")
     cpu=$(server_cpu "$name" "$(awk '/Queries completed:/ { print $3 }' "$tmp/$name.out")")
     stop_server
     qps=$(awk '/Queries per second:/ { print $4 }' "$tmp/$name.out")
@@ -87,7 +91,7 @@ EOF
         exit 1
     fi
     echo "$name $qps" >>"$tmp/results"
-    printf '%-12s %10.0f queries/s  %s sent, all answered NOERROR  %s us of server CPU a query\n' "$name" "$qps" "$sent" "$cpu"
+    printf '%-12s %10.0f queries/s  %s sent, all answered NOERROR  %s us of server CPU a query  %s%% idle\n' "$name" "$qps" "$sent" "$cpu" "$idle"
 }
 
 echo "unbound $(unbound -V | awk 'NR == 1 { print $2 }'), $threads threads; dnsperf, $clients clients, $secs s a run; $(nproc) CPUs"
@@ -96,6 +100,8 @@ echo
 summary queries/s glibc glibc klock klock+stat
 echo
 summary "us of server CPU a query" glibc:cpu glibc:cpu klock:cpu klock+stat:cpu
+echo
+summary_diff "% of the machine idle" glibc:idle glibc:idle klock:idle klock+stat:idle
 echo
 echo "The last profiled run's lock profile (its head):"
 sed -n '/^klock: lock profile/,/^$/p' "$tmp/klock+stat.err" | head -n 8
