@@ -8,15 +8,17 @@
 # calls the script's `run NAME ENV...` on glibc's locks, klock's and
 # klock's with the profile, ROUNDS times, each round starting one place
 # further in that order (`rotation`; and marks each round in
-# "$tmp/results"); `server_cpu NAME OPS`, called before `stop_server`,
-# records the server's CPU time (user + system, all its threads, since it
-# started) per operation of the run as `NAME:cpu` and prints it;
+# "$tmp/results"); `record NAME VALUE` adds a line `NAME VALUE` to
+# "$tmp/results" and prints VALUE; `server_cpu NAME OPS`, called before
+# `stop_server`, records the server's CPU time (user + system, all its
+# threads, since it started) per operation of the run as `NAME:cpu`;
 # `load_start` before a load run and `machine_idle NAME` after it record
 # the share of the machine's CPU time that was idle meanwhile (idle and
-# iowait, all CPUs, in per cent) as `NAME:idle` and print it; `median`
-# prints the median of the numbers on its input, one per line; `summary
-# UNIT BASE NAME...` prints the medians of "$tmp/results" (lines `NAME
-# VALUE`) over BASE's and the paired ratios, round by round.
+# iowait, all CPUs, in per cent) as `NAME:idle`; `median` prints the
+# median of the numbers on its input, one per line; `summary UNIT BASE
+# NAME...` prints the medians of "$tmp/results" over BASE's and the
+# paired ratios, round by round, and `summary_diff UNIT BASE NAME...`
+# the means and the paired differences (for a share that can be zero).
 
 bench_setup() {
     local name=$1 needs=$2
@@ -31,6 +33,11 @@ bench_setup() {
     port=$((12000 + $$ % 10000 * 2))
 }
 
+record() {
+    echo "$1 $2" >>"$tmp/results"
+    echo "$2"
+}
+
 server_cpu() {
     local name=$1 ops=$2 ticks
     # Fields 14 and 15 of /proc/PID/stat (utime, stime), counted after the
@@ -38,8 +45,8 @@ server_cpu() {
     # shift them.
     if ! [ "${ops:-0}" -gt 0 ] 2>/dev/null; then echo "?"; return; fi
     ticks=$(sed 's/.*) //' "/proc/$(cat "$tmp/pid")/stat" | awk '{ print $12 + $13 }')
-    awk -v n="$name" -v t="$ticks" -v hz="$(getconf CLK_TCK)" -v ops="$ops" \
-        'BEGIN { printf "%s:cpu %.3f\n", n, t / hz * 1e6 / ops }' | tee -a "$tmp/results" | awk '{ print $2 }'
+    record "$name:cpu" "$(awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" -v ops="$ops" \
+        'BEGIN { printf "%.3f", t / hz * 1e6 / ops }')"
 }
 
 # The machine's idle and total CPU time (ticks, all CPUs) from /proc/stat.
@@ -54,8 +61,8 @@ load_start() {
 machine_idle() {
     local idle1 total1
     read -r idle1 total1 < <(cpu_counters)
-    awk -v n="$1" -v i="$((idle1 - idle0))" -v t="$((total1 - total0))" \
-        'BEGIN { printf "%s:idle %.1f\n", n, (t > 0 ? 100 * i / t : 0) }' | tee -a "$tmp/results" | awk '{ print $2 }'
+    record "$1:idle" "$(awk -v i="$((idle1 - idle0))" -v t="$((total1 - total0))" \
+        'BEGIN { printf "%.1f", (t > 0 ? 100 * i / t : 0) }')"
 }
 
 stop_server() {
@@ -92,51 +99,39 @@ alternate() {
     done
 }
 
-# summary_diff UNIT BASE NAME...: like `summary` for a quantity that can
-# be zero (the idle share): the means, then each NAME's paired
-# differences from BASE's run of the same round, their mean and 95%
-# interval.
-summary_diff() {
-    local unit=$1 base_name=$2 k
-    shift 2
-    for k in "$@"; do
-        awk -v n="$k" -v u="$unit" '$1 == n { s += $2; c++ } END { if (c) printf "mean   %-14s %10.1f %s\n", n, s / c, u }' "$tmp/results"
-    done
-    echo
-    for k in "$@"; do
-        [ "$k" = "$base_name" ] && continue
-        awk -v b="$base_name" -v n="$k" '
-            function pair() { if (g != "" && v != "") print v - g; g = v = "" }
-            $1 == "round" { pair(); next }
-            $1 == b { g = $2 }
-            $1 == n { v = $2 }
-            END { pair() }' "$tmp/results" >"$tmp/diffs"
-        awk -v k="$k" -v n="$base_name" -v u="$unit" "$t975_awk"'
-            { d[NR] = $1; s += $1 }
-            END {
-                if (NR == 0) exit
-                m = s / NR; v = 0
-                for (i = 1; i <= NR; i++) v += (d[i] - m) ^ 2
-                h = NR > 1 ? t975(NR - 1) * sqrt(v / (NR - 1) / NR) : 0
-                printf "paired %-16s minus %s: mean %+.1f %s (%+.1f to %+.1f) over %d rounds\n", k, n, m, u, m - h, m + h, NR
-            }' "$tmp/diffs"
-    done
-}
-
 median() {
     sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-# An awk function for the summaries' intervals: the two-sided 95%
-# quantile of Student's t with DF degrees of freedom (the table to 30,
-# then 1.96 + 2.4 / DF, within 0.002 of it from 30 to 120).
-t975_awk='
+# paired OP BASE NAME: for each round of "$tmp/results" in which both
+# ran, NAME's value over BASE's (OP `/`) or minus it (OP `-`), one a line.
+paired() {
+    awk -v op="$1" -v b="$2" -v n="$3" '
+        function pair() { if (g != "" && v != "") print (op == "/" ? v / g : v - g); g = v = "" }
+        $1 == "round" { pair(); next }
+        $1 == b { g = $2 }
+        $1 == n { v = $2 }
+        END { pair() }' "$tmp/results"
+}
+
+# Awk functions for the summaries: `mean_ci(x, n)` sets MEAN to the mean
+# of x[1..n] and HALF to the half-width of its 95% interval (Student's
+# t); `t975(df)` is the two-sided 95% quantile of Student's t with DF
+# degrees of freedom (the table to 30, then 1.96 + 2.4 / DF, within 0.002
+# of it from 30 to 120).
+stats_awk='
     function t975(df,    T) {
         T = "12.7064.30263.18242.77642.57062.44692.36462.30602.26222.2281" \
             "2.20102.17882.16042.14482.13152.11992.10982.10092.09302.0860" \
             "2.07962.07392.06872.06392.05952.05552.05182.04842.04522.0423"
         if (df <= 30) return 0 + substr(T, (df - 1) * 6 + 1, 6)
         return 1.96 + 2.4 / df
+    }
+    function mean_ci(x, n,    i, s, v) {
+        for (i = 1; i <= n; i++) s += x[i]
+        MEAN = s / n
+        for (i = 1; i <= n; i++) v += (x[i] - MEAN) ^ 2
+        HALF = n > 1 ? t975(n - 1) * sqrt(v / (n - 1) / n) : 0
     }'
 
 # summary UNIT BASE NAME...: for each NAME, the median of its values in
@@ -158,21 +153,38 @@ summary() {
     echo
     for k in "$@"; do
         [ "$k" = "$base_name" ] && continue
-        awk -v b="$base_name" -v n="$k" '
-            function pair() { if (g != "" && v != "") print v / g; g = v = "" }
-            $1 == "round" { pair(); next }
-            $1 == b { g = $2 }
-            $1 == n { v = $2 }
-            END { pair() }' "$tmp/results" >"$tmp/ratios"
+        paired / "$base_name" "$k" >"$tmp/ratios"
         m=$(median <"$tmp/ratios")
-        awk -v k="$k" -v m="$m" -v n="$base_name" "$t975_awk"'
-            { up += ($1 >= 1); l[NR] = log($1); s += l[NR] }
+        awk -v k="$k" -v m="$m" -v n="$base_name" "$stats_awk"'
+            { up += ($1 >= 1); l[NR] = log($1) }
             END {
-                g = s / NR; v = 0
-                for (i = 1; i <= NR; i++) v += (l[i] - g) ^ 2
-                h = NR > 1 ? t975(NR - 1) * sqrt(v / (NR - 1) / NR) : 0
+                if (NR == 0) exit
+                mean_ci(l, NR)
                 printf "paired %-14s median %.3fx %s; geometric mean %.3fx (%.3f-%.3f); %d of %d rounds at or above 1\n",
-                    k, m, n, exp(g), exp(g - h), exp(g + h), up, NR
+                    k, m, n, exp(MEAN), exp(MEAN - HALF), exp(MEAN + HALF), up, NR
             }' "$tmp/ratios"
+    done
+}
+
+# summary_diff UNIT BASE NAME...: like `summary` for a quantity that can
+# be zero (the idle share): the means, then each NAME's paired
+# differences from BASE's run of the same round, their mean and 95%
+# interval.
+summary_diff() {
+    local unit=$1 base_name=$2 k
+    shift 2
+    for k in "$@"; do
+        awk -v n="$k" -v u="$unit" '$1 == n { s += $2; c++ } END { if (c) printf "mean   %-14s %10.1f %s\n", n, s / c, u }' "$tmp/results"
+    done
+    echo
+    for k in "$@"; do
+        [ "$k" = "$base_name" ] && continue
+        paired - "$base_name" "$k" | awk -v k="$k" -v n="$base_name" -v u="$unit" "$stats_awk"'
+            { d[NR] = $1 }
+            END {
+                if (NR == 0) exit
+                mean_ci(d, NR)
+                printf "paired %-16s minus %s: mean %+.1f %s (%+.1f to %+.1f) over %d rounds\n", k, n, MEAN, u, MEAN - HALF, MEAN + HALF, NR
+            }'
     done
 }

@@ -79,12 +79,12 @@ EOF
         >"$tmp/$name.out" 2>&1 || true
     local qps sent done codes cpu idle
     idle=$(machine_idle "$name")
-    cpu=$(server_cpu "$name" "$(awk '/Queries completed:/ { print $3 }' "$tmp/$name.out")")
-    stop_server
     qps=$(awk '/Queries per second:/ { print $4 }' "$tmp/$name.out")
     sent=$(awk '/Queries sent:/ { print $3 }' "$tmp/$name.out")
     done=$(awk '/Queries completed:/ { print $3 }' "$tmp/$name.out")
     codes=$(awk '/Response codes:/ { $1 = $2 = ""; print }' "$tmp/$name.out")
+    cpu=$(server_cpu "$name" "$done")
+    stop_server
     if [ -z "$qps" ] || [ "$sent" != "$done" ] || [ "$codes" != "  NOERROR $done (100.00%)" ]; then
         echo "unbound.sh: $name: sent ${sent:-?}, answered ${done:-?}, codes:${codes:-?}" >&2
         cat "$tmp/$name.out" "$tmp/$name.err" >&2
