@@ -117,16 +117,15 @@ struct Row {
 
 struct Table {
     /// Each row's lock address, 0 for a free row: what every profiled call
-    /// looks up, apart from the rows. Written once per lock, so their
-    /// cache lines stay in every CPU's cache, eight rows' keys a line,
-    /// while a row's own line moves to whichever CPU counts into it: a
-    /// call reads its key from a line it already has, walks past a
-    /// displaced lock's neighbours within that line, and touches its row
-    /// first with the write that counts (the address in the row itself
-    /// cost a read of a line that the last holder on the other CPU had
-    /// written, then a second transfer to write it, and a cache line for
-    /// every row walked past). Arrays, not slices: an index masked to the
-    /// capacity needs no bounds check.
+    /// looks up, apart from the rows, eight rows' keys a cache line.
+    /// Written once per lock, so their lines are not pulled between CPUs
+    /// as a row's line is by the counts: a lock displaced from its home
+    /// row is found within one line, where with the address in the row a
+    /// walk read a line for every row it passed. (Under unbound's load,
+    /// the walk's share of the server's samples fell from 1.4–1.6% to
+    /// 0.2%; the profile's whole share stayed 7–9%, its time now in the
+    /// count's first write to the row: `docs/preload.md`.) Arrays, not
+    /// slices: an index masked to the capacity needs no bounds check.
     keys: &'static [AtomicUsize; CAPACITY],
     rows: &'static [Row; CAPACITY],
     /// The indexes of the claimed rows plus one, in the order claimed (0:
@@ -418,12 +417,13 @@ fn row(addr: usize, kind: Kind) -> Option<&'static Row> {
 /// The home row of the lock at `addr`: the address multiplied by 2^64 / φ,
 /// its high half folded into the low, multiplied again, and the top bits
 /// taken. A product's low bits depend only on the factors' low bits and
-/// keep their trailing zeros, so the table's index used to be the
+/// keep their trailing zeros, and the table's index used to be the
 /// product masked to the table: locks 16 bytes apart (malloc's
-/// alignment) then had homes only at every fourth row, and locks in an
-/// array of 64-byte structures at every sixteenth, so their rows piled
-/// up behind each other and most calls walked past other locks' rows to
-/// reach their own. The top bits of one product spread most strides
+/// alignment) then had homes only at every fourth row, locks in an
+/// array of 64-byte structures at every sixteenth and 256 bytes apart
+/// at every sixty-fourth, so their rows piled up behind each other
+/// (8,192 locks 256 bytes apart, simulated: a lookup walked past 15.5
+/// other rows on average, 0.5 with this hash). The top bits of one product spread most strides
 /// evenly but some poorly (addresses 64 bytes apart: 2,286 homes for
 /// 4,096 locks); the second round spreads every stride as a random
 /// choice would. Two multiplications: a few cycles beside the row's
